@@ -1,0 +1,21 @@
+"""keras-relmem: memory architectures from the literature as Keras 3 layers.
+
+- `RelationalMemoryCell`: the Relational Memory Core (Santoro et al. 2018).
+- `EntNetCell`, `EntNetEncoder`, `EntNetReadout`: the Recurrent Entity Network
+  (Henaff et al. 2017).
+"""
+
+__version__ = "0.1.0"
+
+from keras_relmem.layers import EntNetCell  # noqa: E402
+from keras_relmem.layers import EntNetEncoder  # noqa: E402
+from keras_relmem.layers import EntNetReadout  # noqa: E402
+from keras_relmem.layers import RelationalMemoryCell  # noqa: E402
+
+__all__ = [
+    "EntNetCell",
+    "EntNetEncoder",
+    "EntNetReadout",
+    "RelationalMemoryCell",
+    "__version__",
+]

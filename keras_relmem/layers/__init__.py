@@ -1,0 +1,6 @@
+"""The memory layers (backend-agnostic: their math is written in `keras.ops`)."""
+
+from keras_relmem.layers.entnet import EntNetCell, EntNetEncoder, EntNetReadout
+from keras_relmem.layers.relational_memory import RelationalMemoryCell
+
+__all__ = ["EntNetCell", "EntNetEncoder", "EntNetReadout", "RelationalMemoryCell"]

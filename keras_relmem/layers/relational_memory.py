@@ -1,0 +1,349 @@
+"""The Relational Memory Core (Santoro et al. 2018) as a Keras 3 RNN cell."""
+
+import keras
+from keras import ops
+from keras.layers import Dense, LayerNormalization
+from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
+
+from keras_relmem.layers import utils
+
+GATE_STYLES = ("unit", "memory", None)
+
+# Sonnet 1's LayerNorm epsilon; Keras' default (1e-3) would change the numbers.
+LAYER_NORM_EPSILON = 1e-5
+
+
+def sonnet_linear_initializer(seed=None):
+    """Sonnet 1's `Linear` default: truncated normal, stddev 1/sqrt(fan_in).
+
+    `VarianceScaling` corrects its stddev for the truncation, so the spread is a
+    few percent wider than Sonnet's; the scale (1/sqrt(fan_in)) is the same.
+    """
+    return keras.initializers.VarianceScaling(
+        scale=1.0, mode="fan_in", distribution="truncated_normal", seed=seed
+    )
+
+
+@keras.saving.register_keras_serializable(package="keras_relmem")
+class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
+    """Relational Memory Core: memory slots that attend to each other and the input.
+
+    At each step the input `x` is projected to `mem_size = head_size * num_heads`
+    and appended to the memory `M` (shape `(mem_slots, mem_size)`) as extra
+    row(s). `num_blocks` rounds then update `[M; x]`: multi-head dot-product
+    attention whose queries, keys and values come from one linear map followed by
+    LayerNorm, a residual connection and LayerNorm, then a row-wise ReLU MLP
+    (no activation on its last layer, shared by all blocks), a residual and
+    LayerNorm. The input rows are dropped again, giving the candidate `M~`.
+    With gating, `i, f = Linear(x) + Linear(tanh(M))` and
+    `M' = sigmoid(i + input_bias) * tanh(M~) + sigmoid(f + forget_bias) * M`;
+    `gate_style='unit'` gates every unit, `'memory'` one scalar per slot, and
+    `None` takes `M' = M~`. The output is `M'` flattened.
+
+    The memory travels between steps flattened to `mem_slots * mem_size`
+    values (Keras 3 RNN states are vectors), and starts as the identity matrix,
+    zero-padded or truncated to `mem_size` columns. This follows DeepMind
+    Sonnet's `relational_memory.py`: each block has its own q/k/v projection
+    and LayerNorms while the attention MLP is shared across blocks.
+
+    Args:
+        mem_slots: int, number of memory rows (slots).
+        head_size: int, size of each attention head's values.
+        num_heads: int, number of attention heads (default 1).
+            `mem_size = head_size * num_heads`.
+        num_blocks: int, rounds of attention + MLP per step (default 1).
+        forget_bias: float added to the forget gate logits (default 1.0).
+        input_bias: float added to the input gate logits (default 0.0).
+        gate_style: `'unit'` (default), `'memory'` or `None`.
+        attention_mlp_layers: int, layers of the row-wise MLP (default 2).
+        key_size: int, size of queries and keys per head; defaults to
+            `head_size`.
+        treat_input_as_matrix: bool (default False). If True, each step's
+            input has shape `(batch, n, features)` and every one of its `n` rows
+            becomes an extra memory row; otherwise the input is flattened into
+            one row.
+        dropout: float in [0, 1), dropout rate on the attention weights during
+            training (default 0). As in Keras' recurrent cells, one mask is
+            drawn per sequence and reused at every step.
+        kernel_initializer: initializer of every weight matrix (default
+            Sonnet's truncated normal with stddev 1/sqrt(fan_in)).
+        bias_initializer: initializer of every bias (default `"zeros"`).
+        kernel_regularizer: optional regularizer of the weight matrices.
+        bias_regularizer: optional regularizer of the biases.
+        seed: optional int seed for the dropout masks.
+        **kwargs: standard layer arguments (`name`, `dtype`, ...).
+
+    Example:
+
+    ```python
+    cell = keras_relmem.RelationalMemoryCell(mem_slots=4, head_size=32,
+                                             num_heads=2)
+    rnn = keras.layers.RNN(cell)          # output: (batch, 4 * 64)
+    y = rnn(np.zeros((8, 10, 16), "float32"))
+    ```
+
+    Reference:
+        Santoro et al., "Relational recurrent neural networks", NeurIPS 2018,
+        arXiv:1806.01822 (§2-3, Fig. 1).
+    """
+
+    def __init__(
+        self,
+        mem_slots,
+        head_size,
+        num_heads=1,
+        num_blocks=1,
+        forget_bias=1.0,
+        input_bias=0.0,
+        gate_style="unit",
+        attention_mlp_layers=2,
+        key_size=None,
+        treat_input_as_matrix=False,
+        dropout=0.0,
+        kernel_initializer=None,
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        utils.check_positive_int("mem_slots", mem_slots)
+        utils.check_positive_int("head_size", head_size)
+        utils.check_positive_int("num_heads", num_heads)
+        utils.check_positive_int("num_blocks", num_blocks)
+        utils.check_positive_int("attention_mlp_layers", attention_mlp_layers)
+        if key_size is not None:
+            utils.check_positive_int("key_size", key_size)
+        if gate_style not in GATE_STYLES:
+            raise ValueError(
+                f"gate_style must be one of 'unit', 'memory' or None; "
+                f"received gate_style={gate_style!r}."
+            )
+        utils.check_rate("dropout", dropout)
+        self.mem_slots = mem_slots
+        self.head_size = head_size
+        self.num_heads = num_heads
+        self.num_blocks = num_blocks
+        self.forget_bias = float(forget_bias)
+        self.input_bias = float(input_bias)
+        self.gate_style = gate_style
+        self.attention_mlp_layers = attention_mlp_layers
+        self.key_size = key_size or head_size
+        self.treat_input_as_matrix = bool(treat_input_as_matrix)
+        self.dropout = float(dropout)
+        self.recurrent_dropout = 0.0  # DropoutRNNCell expects the attribute.
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.kernel_initializer = keras.initializers.get(
+            kernel_initializer or sonnet_linear_initializer()
+        )
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
+
+        self.mem_size = head_size * num_heads
+        self.state_size = [self.mem_slots * self.mem_size]
+        self.output_size = self.mem_slots * self.mem_size
+
+    # -- sub-layers ---------------------------------------------------------
+    def _dense(self, units, name, activation=None):
+        return Dense(
+            units,
+            activation=activation,
+            kernel_initializer=utils.clone_initializer(self.kernel_initializer),
+            bias_initializer=utils.clone_initializer(self.bias_initializer),
+            kernel_regularizer=self.kernel_regularizer,
+            bias_regularizer=self.bias_regularizer,
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def _layer_norm(self, name):
+        return LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name=name
+        )
+
+    def build(self, input_shape):
+        if self.treat_input_as_matrix:
+            if len(input_shape) != 3:
+                raise ValueError(
+                    "With treat_input_as_matrix=True each step's input must have "
+                    f"shape (batch, rows, features); received {tuple(input_shape)}."
+                )
+            row_shape = (input_shape[0], input_shape[1], input_shape[2])
+        else:
+            features = utils.prod(input_shape[1:])
+            if features is None:
+                raise ValueError(
+                    "RelationalMemoryCell needs the step input's feature "
+                    f"dimensions to be known; received {tuple(input_shape)}."
+                )
+            row_shape = (input_shape[0], features)
+        memory_shape = (input_shape[0], self.mem_slots, self.mem_size)
+        qkv_size = (2 * self.key_size + self.head_size) * self.num_heads
+
+        self.input_projection = self._dense(self.mem_size, "input_projection")
+        self.input_projection.build(row_shape)
+
+        self.qkv_projections, self.qkv_norms = [], []
+        self.attention_norms, self.mlp_norms = [], []
+        for b in range(self.num_blocks):
+            qkv = self._dense(qkv_size, f"block{b}_qkv")
+            qkv.build(memory_shape)
+            qkv_norm = self._layer_norm(f"block{b}_qkv_norm")
+            qkv_norm.build(memory_shape[:-1] + (qkv_size,))
+            attention_norm = self._layer_norm(f"block{b}_attention_norm")
+            attention_norm.build(memory_shape)
+            mlp_norm = self._layer_norm(f"block{b}_mlp_norm")
+            mlp_norm.build(memory_shape)
+            self.qkv_projections.append(qkv)
+            self.qkv_norms.append(qkv_norm)
+            self.attention_norms.append(attention_norm)
+            self.mlp_norms.append(mlp_norm)
+
+        self.attention_mlp = []
+        for i in range(self.attention_mlp_layers):
+            last = i == self.attention_mlp_layers - 1
+            layer = self._dense(
+                self.mem_size, f"attention_mlp_{i}", None if last else "relu"
+            )
+            layer.build(memory_shape)
+            self.attention_mlp.append(layer)
+
+        gate_size = self._gate_size()
+        if gate_size:
+            self.input_gate_projection = self._dense(2 * gate_size, "input_gates")
+            self.input_gate_projection.build(memory_shape)
+            self.memory_gate_projection = self._dense(2 * gate_size, "memory_gates")
+            self.memory_gate_projection.build(memory_shape)
+        self.built = True
+
+    def _gate_size(self):
+        return {"unit": self.mem_size, "memory": 1, None: 0}[self.gate_style]
+
+    # -- the computation ----------------------------------------------------
+    def get_initial_state(self, batch_size=None):
+        """The identity memory, padded or truncated to `mem_size`, flattened."""
+        eye = ops.eye(self.mem_slots, self.mem_size, dtype=self.compute_dtype)
+        flat = ops.reshape(eye, (1, self.mem_slots * self.mem_size))
+        return [ops.tile(flat, (batch_size, 1))]
+
+    def get_dropout_mask(self, step_input):
+        # One attention-weight mask per sequence, shaped like the weights
+        # (batch, heads, rows, rows); Keras' RNN primes it before its loop.
+        if getattr(self, "_dropout_mask", None) is None and self.dropout > 0:
+            rows = self.mem_slots + self._input_rows(step_input)
+            batch = ops.shape(step_input)[0]
+            template = ops.ones(
+                (batch, self.num_heads, rows, rows), dtype=self.compute_dtype
+            )
+            self._dropout_mask = self._create_dropout_mask(template, self.dropout)
+        return getattr(self, "_dropout_mask", None)
+
+    def _input_rows(self, step_input):
+        return step_input.shape[1] if self.treat_input_as_matrix else 1
+
+    def _project_input(self, inputs):
+        if self.treat_input_as_matrix:
+            return self.input_projection(inputs)
+        flat = ops.reshape(inputs, (ops.shape(inputs)[0], -1))
+        return ops.expand_dims(self.input_projection(flat), 1)
+
+    def _multihead_attention(self, block, memory, dropout_mask):
+        rows = memory.shape[1]
+        qkv = self.qkv_norms[block](self.qkv_projections[block](memory))
+        qkv = ops.reshape(
+            qkv, (-1, rows, self.num_heads, 2 * self.key_size + self.head_size)
+        )
+        qkv = ops.transpose(qkv, (0, 2, 1, 3))  # (batch, heads, rows, size)
+        q = qkv[..., : self.key_size] * (self.key_size**-0.5)
+        k = qkv[..., self.key_size : 2 * self.key_size]
+        v = qkv[..., 2 * self.key_size :]
+        logits = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
+        # Softmax in float32 so that mixed precision does not saturate it.
+        weights = ops.cast(ops.softmax(ops.cast(logits, "float32"), axis=-1), v.dtype)
+        if dropout_mask is not None:
+            weights = weights * dropout_mask
+        attended = ops.matmul(weights, v)  # (batch, heads, rows, head_size)
+        attended = ops.transpose(attended, (0, 2, 1, 3))
+        return ops.reshape(attended, (-1, rows, self.mem_size)), weights
+
+    def _attend_over_memory(self, memory, dropout_mask=None):
+        attention = []
+        for block in range(self.num_blocks):
+            attended, weights = self._multihead_attention(block, memory, dropout_mask)
+            attention.append(weights)
+            memory = self.attention_norms[block](memory + attended)
+            hidden = memory
+            for layer in self.attention_mlp:
+                hidden = layer(hidden)
+            memory = self.mlp_norms[block](hidden + memory)
+        return memory, attention
+
+    def _gates(self, input_rows, memory):
+        gates = self.memory_gate_projection(ops.tanh(memory))
+        gates = gates + ops.expand_dims(self.input_gate_projection(input_rows), 1)
+        input_gate, forget_gate = ops.split(gates, 2, axis=-1)
+        return (
+            ops.sigmoid(input_gate + self.input_bias),
+            ops.sigmoid(forget_gate + self.forget_bias),
+        )
+
+    def step(self, inputs, memory, training=False):
+        """One step on an unflattened memory.
+
+        Returns `(next_memory, attention)` where `attention` is a list with one
+        `(batch, heads, rows, rows)` weight tensor per block (rows = slots +
+        input rows). Useful for inspection; `call` wraps it for `keras.layers.RNN`.
+        """
+        input_rows = self._project_input(inputs)
+        memory_plus_input = ops.concatenate([memory, input_rows], axis=1)
+        dropout_mask = self.get_dropout_mask(inputs) if training else None
+        next_memory, attention = self._attend_over_memory(
+            memory_plus_input, dropout_mask
+        )
+        next_memory = next_memory[:, : self.mem_slots, :]
+        if self.gate_style is not None:
+            # Sonnet gates on the first projected input row.
+            input_gate, forget_gate = self._gates(input_rows[:, 0, :], memory)
+            next_memory = input_gate * ops.tanh(next_memory) + forget_gate * memory
+        return next_memory, attention
+
+    def call(self, inputs, states, training=False):
+        memory = ops.reshape(states[0], (-1, self.mem_slots, self.mem_size))
+        next_memory, _ = self.step(inputs, memory, training=training)
+        flat = ops.reshape(next_memory, (-1, self.mem_slots * self.mem_size))
+        return flat, [flat]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "mem_slots": self.mem_slots,
+                "head_size": self.head_size,
+                "num_heads": self.num_heads,
+                "num_blocks": self.num_blocks,
+                "forget_bias": self.forget_bias,
+                "input_bias": self.input_bias,
+                "gate_style": self.gate_style,
+                "attention_mlp_layers": self.attention_mlp_layers,
+                "key_size": self.key_size,
+                "treat_input_as_matrix": self.treat_input_as_matrix,
+                "dropout": self.dropout,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "bias_initializer": keras.initializers.serialize(
+                    self.bias_initializer
+                ),
+                "kernel_regularizer": keras.regularizers.serialize(
+                    self.kernel_regularizer
+                ),
+                "bias_regularizer": keras.regularizers.serialize(
+                    self.bias_regularizer
+                ),
+                "seed": self.seed,
+            }
+        )
+        return config

@@ -1,0 +1,44 @@
+"""keras-relmem: relational and episodic memory layers for Keras 3."""
+
+import pathlib
+import re
+
+from setuptools import find_packages, setup
+
+HERE = pathlib.Path(__file__).parent
+VERSION = re.search(
+    r'__version__ = "([^"]+)"', (HERE / "keras_relmem" / "__init__.py").read_text()
+).group(1)
+
+EXTRAS = {
+    "test": ["pytest>=7", "pytest-timeout>=2"],
+    "serving": ["tensorflow-serving-api>=2.21", "grpcio-health-checking>=1.60"],
+    "tuning": ["keras-tuner>=1.4"],
+    "viz": ["matplotlib>=3.7"],
+}
+EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
+
+setup(
+    name="keras-relmem",
+    version=VERSION,
+    description=(
+        "Relational Memory Core, Recurrent Entity Network and MEMO as Keras 3 layers"
+    ),
+    long_description=(HERE / "README.md").read_text(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["keras_relmem", "keras_relmem.*"]),
+    install_requires=[
+        "tensorflow>=2.21",
+        "keras>=3",
+        "numpy",
+        "tensorflow-datasets>=4.9",
+        "tqdm",
+    ],
+    extras_require=EXTRAS,
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)

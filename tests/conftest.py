@@ -1,0 +1,24 @@
+"""Shared pytest set-up: quiet TensorFlow, point data loaders at ../shared/data."""
+
+import os
+import pathlib
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import pytest  # noqa: E402
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+if "KERAS_RELMEM_DATA" not in os.environ and SHARED_DATA.is_dir():
+    os.environ["KERAS_RELMEM_DATA"] = str(SHARED_DATA)
+
+
+@pytest.fixture(autouse=True)
+def _reset_keras_state():
+    """Each test starts from float32 and a fresh name scope."""
+    keras.config.set_dtype_policy("float32")
+    keras.utils.clear_session()
+    yield
+    keras.config.set_dtype_policy("float32")
+

@@ -1,0 +1,176 @@
+"""EntNetCell, EntNetEncoder and EntNetReadout against independent NumPy code."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_relmem import EntNetCell, EntNetEncoder, EntNetReadout
+from tests.helpers import randomize_weights, weights_by_name
+
+BATCH, BLOCKS, UNITS, STEPS = 2, 3, 4, 5
+
+
+def np_prelu(x, alpha):
+    return np.where(x > 0, x, alpha * x)
+
+
+def np_sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def np_entnet_step(w, s, h):
+    """Henaff et al. eq. 1-4 for every block j, written per block."""
+    keys = w["keys"]
+    out = np.empty_like(h)
+    for b in range(h.shape[0]):
+        for j in range(h.shape[1]):
+            g = np_sigmoid(s[b] @ h[b, j] + s[b] @ keys[j] + w["gate_bias"][j])
+            cand = np_prelu(
+                h[b, j] @ w["U/kernel"] + keys[j] @ w["V/kernel"] + s[b] @ w["W/kernel"],
+                w["prelu/alpha"].reshape(-1),
+            )
+            new = h[b, j] + g * cand
+            out[b, j] = new / np.linalg.norm(new)
+    return out
+
+
+def make_cell(**kwargs):
+    cell = EntNetCell(num_blocks=BLOCKS, units=UNITS, **kwargs)
+    cell.build((None, UNITS))
+    randomize_weights(cell, scale=0.5)
+    return cell
+
+
+def sentences(seed=1, steps=STEPS):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(BATCH, steps, UNITS)).astype("float32")
+
+
+def test_one_step_matches_numpy():
+    cell = make_cell()
+    s = sentences()[:, 0]
+    h = np.random.default_rng(3).normal(size=(BATCH, BLOCKS, UNITS)).astype("float32")
+    flat, states = cell(s, [h.reshape(BATCH, -1)])
+    expected = np_entnet_step(weights_by_name(cell), s, h)
+    np.testing.assert_allclose(flat, expected.reshape(BATCH, -1), atol=1e-5)
+    np.testing.assert_allclose(states[0], flat)
+
+
+def test_sequence_starts_at_keys_and_matches_numpy():
+    cell = make_cell()
+    xs = sentences()
+    outputs = keras.layers.RNN(cell, return_sequences=True)(xs)
+    w = weights_by_name(cell)
+    h = np.broadcast_to(w["keys"], (BATCH, BLOCKS, UNITS)).copy()
+    for t in range(STEPS):
+        h = np_entnet_step(w, xs[:, t], h)
+        np.testing.assert_allclose(outputs[:, t], h.reshape(BATCH, -1), atol=2e-5)
+    # Every block ends with unit norm (the "forgetting" normalisation).
+    norms = np.linalg.norm(np.asarray(outputs).reshape(BATCH, STEPS, BLOCKS, UNITS), axis=-1)
+    np.testing.assert_allclose(norms, 1.0, atol=1e-5)
+
+
+def test_initial_state_is_the_keys():
+    keys = np.arange(BLOCKS * UNITS, dtype="float32").reshape(BLOCKS, UNITS)
+    cell = EntNetCell(num_blocks=BLOCKS, units=UNITS, keys=keys, trainable_keys=False)
+    cell.build((None, UNITS))
+    state = np.asarray(cell.get_initial_state(batch_size=2)[0])
+    np.testing.assert_array_equal(state, np.tile(keys.reshape(1, -1), (2, 1)))
+    assert not cell.key_vectors.trainable
+
+
+def test_zero_norm_is_guarded():
+    """A block and update that cancel to zero stay zero instead of NaN."""
+    cell = EntNetCell(
+        num_blocks=1,
+        units=UNITS,
+        keys=np.zeros((1, UNITS)),
+        kernel_initializer="zeros",
+        alpha_initializer="zeros",
+    )
+    cell.build((None, UNITS))
+    out, _ = cell(np.zeros((1, UNITS), "float32"), [np.zeros((1, UNITS), "float32")])
+    assert np.all(np.isfinite(out)) and np.all(np.asarray(out) == 0.0)
+
+
+def test_masked_steps_leave_memory_untouched():
+    cell = make_cell()
+    xs = sentences()
+    mask = np.array([[1, 1, 0, 1, 0], [1, 0, 0, 0, 0]], dtype=bool)
+    rnn = keras.layers.RNN(cell)
+    masked = np.asarray(rnn(xs, mask=mask))
+    for b in range(BATCH):
+        kept = xs[b : b + 1, mask[b]]
+        np.testing.assert_allclose(masked[b], np.asarray(rnn(kept))[0], atol=1e-5)
+
+
+def test_encoder_positional_mask_matches_numpy_and_masks_padding():
+    enc = EntNetEncoder()
+    emb = np.random.default_rng(0).normal(size=(BATCH, 3, 4, UNITS)).astype("float32")
+    enc.build(emb.shape)
+    # Starts as a bag of words.
+    np.testing.assert_allclose(enc(emb), emb.sum(axis=2), atol=1e-5)
+    randomize_weights(enc)
+    f = np.asarray(enc.positional_mask)
+    np.testing.assert_allclose(enc(emb), (emb * f).sum(axis=2), atol=1e-5)
+    word_mask = np.ones((BATCH, 3, 4), bool)
+    word_mask[:, :, 3] = False  # padded last word
+    word_mask[0, 2] = False  # a fully padded sentence
+    out = enc(emb, mask=word_mask)
+    np.testing.assert_allclose(out, (emb * f * word_mask[..., None]).sum(axis=2), atol=1e-5)
+    sentence_mask = np.asarray(enc.compute_mask(emb, word_mask))
+    np.testing.assert_array_equal(sentence_mask, [[True, True, False], [True, True, True]])
+
+
+def test_encoder_works_on_queries():
+    enc = EntNetEncoder()
+    q = np.ones((BATCH, 6, UNITS), "float32")
+    assert enc(q).shape == (BATCH, UNITS)
+
+
+def test_readout_matches_numpy():
+    readout = EntNetReadout(num_outputs=7)
+    memory = np.random.default_rng(0).normal(size=(BATCH, BLOCKS * UNITS)).astype("float32")
+    query = np.random.default_rng(1).normal(size=(BATCH, UNITS)).astype("float32")
+    readout.build([memory.shape, query.shape])
+    randomize_weights(readout)
+    w = weights_by_name(readout)
+    logits = np.asarray(readout([memory, query]))
+    h = memory.reshape(BATCH, BLOCKS, UNITS)
+    expected = np.empty((BATCH, 7))
+    for b in range(BATCH):
+        scores = h[b] @ query[b]
+        p = np.exp(scores - scores.max())
+        p /= p.sum()
+        u = (p[:, None] * h[b]).sum(0)
+        expected[b] = np_prelu(query[b] + u @ w["H/kernel"], w["prelu/alpha"]) @ w["R/kernel"]
+    np.testing.assert_allclose(logits, expected, atol=1e-5)
+    # The attention weights are a distribution over blocks.
+    p = np.asarray(readout.attention(memory, query))
+    np.testing.assert_allclose(p.sum(-1), 1.0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(num_blocks=0), "num_blocks"),
+        (dict(units=-3), "units"),
+        (dict(keys=np.zeros((2, 2))), "keys"),
+        (dict(epsilon=0.0), "epsilon"),
+    ],
+)
+def test_cell_rejects_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        EntNetCell(**({"num_blocks": 3, "units": 4} | kwargs))
+
+
+def test_cell_rejects_wrong_sentence_size():
+    with pytest.raises(ValueError, match="units=4"):
+        EntNetCell(num_blocks=2, units=4).build((None, 5))
+
+
+def test_readout_rejects_bad_shapes():
+    with pytest.raises(ValueError, match="multiple"):
+        EntNetReadout(3).build([(None, 10), (None, 4)])
+    with pytest.raises(ValueError, match="num_outputs"):
+        EntNetReadout(0)
