@@ -176,9 +176,9 @@ class EntNetCell(keras.layers.Layer):
         gate_logits = ops.sum(s * memory, axis=-1) + ops.sum(s * keys, axis=-1)
         gates = ops.sigmoid(gate_logits + ops.cast(self.gate_bias, memory.dtype))
         candidate = self.activation(
-            self.memory_kernel(memory)
+            utils.dense_on_rows(self.memory_kernel, memory)
             + self.key_kernel(keys)
-            + self.input_kernel(s)
+            + ops.expand_dims(self.input_kernel(sentence), 1)
         )
         memory = memory + ops.expand_dims(gates, -1) * candidate
         norm = ops.sqrt(ops.sum(ops.square(memory), axis=-1, keepdims=True))

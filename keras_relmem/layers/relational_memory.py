@@ -246,13 +246,15 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
 
     def _project_input(self, inputs):
         if self.treat_input_as_matrix:
-            return self.input_projection(inputs)
+            return utils.dense_on_rows(self.input_projection, inputs)
         flat = ops.reshape(inputs, (ops.shape(inputs)[0], -1))
         return ops.expand_dims(self.input_projection(flat), 1)
 
     def _multihead_attention(self, block, memory, dropout_mask):
         rows = memory.shape[1]
-        qkv = self.qkv_norms[block](self.qkv_projections[block](memory))
+        qkv = self.qkv_norms[block](
+            utils.dense_on_rows(self.qkv_projections[block], memory)
+        )
         qkv = ops.reshape(
             qkv, (-1, rows, self.num_heads, 2 * self.key_size + self.head_size)
         )
@@ -277,12 +279,12 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
             memory = self.attention_norms[block](memory + attended)
             hidden = memory
             for layer in self.attention_mlp:
-                hidden = layer(hidden)
+                hidden = utils.dense_on_rows(layer, hidden)
             memory = self.mlp_norms[block](hidden + memory)
         return memory, attention
 
     def _gates(self, input_rows, memory):
-        gates = self.memory_gate_projection(ops.tanh(memory))
+        gates = utils.dense_on_rows(self.memory_gate_projection, ops.tanh(memory))
         gates = gates + ops.expand_dims(self.input_gate_projection(input_rows), 1)
         input_gate, forget_gate = ops.split(gates, 2, axis=-1)
         return (

@@ -35,3 +35,16 @@ def clone_initializer(initializer):
         return initializer.__class__.from_config(initializer.get_config())
     return initializer
 
+
+
+def dense_on_rows(layer, x):
+    """Apply `layer` to a `(batch, rows, features)` tensor as one 2-D matmul.
+
+    Keras' Dense on a rank-3 input lowers to a tensordot whose transpose
+    permutation XLA cannot always treat as a constant inside an RNN's
+    gradient loop; flattening the rows keeps `jit_compile=True` working and
+    is a plain, fast MatMul.
+    """
+    rows, features = x.shape[1], x.shape[2]
+    out = layer(keras.ops.reshape(x, (-1, features)))
+    return keras.ops.reshape(out, (-1, rows, out.shape[-1]))
