@@ -34,6 +34,8 @@ setup(
         "keras>=3",
         "numpy",
         "tensorflow-datasets>=4.9",
+        # tensorflow-datasets imports it at build time without requiring it.
+        "importlib_resources",
         "tqdm",
     ],
     extras_require=EXTRAS,

@@ -1,0 +1,422 @@
+"""bAbI question answering (Weston et al. 2015, tasks v1.2) as the papers use it.
+
+Parses the original `qaN_<name>_{train,test}.txt` files from a directory or the
+official `tasks_1-20_v1-2.tar.gz` archive: a story is the sentences before a
+question (questions stripped out), lower-cased without punctuation; multi-word
+answers such as `n,s` stay one label; supporting-fact ids are kept. The models
+see the most recent `memory_size` sentences.
+"""
+
+import dataclasses
+import pathlib
+import re
+import tarfile
+
+import numpy as np
+
+from keras_relmem.data import sources
+from keras_relmem.data.vocab import Vocabulary
+
+TASK_NAMES = {
+    1: "single-supporting-fact",
+    2: "two-supporting-facts",
+    3: "three-supporting-facts",
+    4: "two-arg-relations",
+    5: "three-arg-relations",
+    6: "yes-no-questions",
+    7: "counting",
+    8: "lists-sets",
+    9: "simple-negation",
+    10: "indefinite-knowledge",
+    11: "basic-coreference",
+    12: "conjunction",
+    13: "compound-coreference",
+    14: "time-reasoning",
+    15: "basic-deduction",
+    16: "basic-induction",
+    17: "positional-reasoning",
+    18: "size-reasoning",
+    19: "path-finding",
+    20: "agents-motivations",
+}
+DATASETS = ("en", "en-10k")
+SPLITS = ("train", "test")
+ARCHIVE_DIR = "tasks_1-20_v1-2"
+
+# Memory windows: 70 sentences (EntNet paper), 130 for task 3 whose stories
+# are longer, 320 for MEMO's joint set-up.
+DEFAULT_MEMORY_SIZE = 70
+TASK3_MEMORY_SIZE = 130
+MEMO_JOINT_MEMORY_SIZE = 320
+
+_PUNCTUATION = re.compile(r"[^\w\s]")
+
+
+def tokenize(text):
+    """Lower-case, drop punctuation, split on whitespace."""
+    return _PUNCTUATION.sub(" ", text.lower()).split()
+
+
+@dataclasses.dataclass(frozen=True)
+class BabiExample:
+    """One question with its whole story (before any memory window).
+
+    Attributes:
+        task: int, 1-20.
+        story: tuple of sentences, each a tuple of tokens, oldest first.
+        sentence_ids: the sentences' line ids in the file.
+        query: tuple of tokens.
+        answer: str, the answer label (`"n,s"` stays one label).
+        supporting_facts: tuple of the supporting sentences' line ids.
+    """
+
+    task: int
+    story: tuple
+    sentence_ids: tuple
+    query: tuple
+    answer: str
+    supporting_facts: tuple
+
+
+def parse_babi(lines, source="<lines>", task=0):
+    """Parse the lines of one bAbI file into `BabiExample`s.
+
+    Raises `DataFormatError` naming `source` and the line for anything that
+    does not follow the format.
+    """
+    examples = []
+    story, previous_id = [], 0
+    for line_number, raw in enumerate(lines, start=1):
+        line = raw.rstrip("\r")
+        if not line.strip():
+            continue
+        id_text, _, text = line.partition(" ")
+        if not id_text.isdigit() or not text.strip():
+            raise sources.DataFormatError(
+                source, line_number, f"expected 'ID text', found {line!r}."
+            )
+        line_id = int(id_text)
+        if line_id == 1:
+            story = []
+        elif line_id != previous_id + 1:
+            raise sources.DataFormatError(
+                source,
+                line_number,
+                f"line id {line_id} does not follow {previous_id} (stories start at 1).",
+            )
+        previous_id = line_id
+        if "\t" not in text:
+            tokens = tuple(tokenize(text))
+            if not tokens:
+                raise sources.DataFormatError(source, line_number, "the sentence has no words.")
+            story.append((line_id, tokens))
+            continue
+        fields = text.split("\t")
+        question, answer = fields[0], fields[1].strip().lower() if len(fields) > 1 else ""
+        if not tokenize(question) or not answer:
+            raise sources.DataFormatError(
+                source,
+                line_number,
+                "a question line must be 'ID question<TAB>answer<TAB>supporting ids'; "
+                f"found {line!r}.",
+            )
+        support_text = fields[2].split() if len(fields) > 2 else []
+        if not all(s.isdigit() for s in support_text):
+            raise sources.DataFormatError(
+                source, line_number, f"supporting fact ids must be integers; found {fields[2]!r}."
+            )
+        support = tuple(int(s) for s in support_text)
+        known = {sid for sid, _ in story}
+        unknown = [s for s in support if s not in known]
+        if unknown:
+            raise sources.DataFormatError(
+                source,
+                line_number,
+                f"supporting fact id(s) {unknown} are not sentences of this story.",
+            )
+        examples.append(
+            BabiExample(
+                task=task,
+                story=tuple(tokens for _, tokens in story),
+                sentence_ids=tuple(sid for sid, _ in story),
+                query=tuple(tokenize(question)),
+                answer=answer,
+                supporting_facts=support,
+            )
+        )
+    if not examples:
+        raise sources.DataFormatError(source, 0, "no questions found; is this a bAbI file?")
+    return examples
+
+
+def parse_tasks(tasks):
+    """`1`, `"3"`, `[1, 2]` or `"all"` -> a sorted list of task numbers."""
+    if tasks == "all":
+        return list(TASK_NAMES)
+    if isinstance(tasks, (int, str)):
+        tasks = [tasks]
+    out = []
+    for task in tasks:
+        try:
+            number = int(task)
+        except (TypeError, ValueError):
+            number = None
+        if number not in TASK_NAMES:
+            raise ValueError(f"bAbI tasks are 1..20 or 'all'; received {task!r}.")
+        out.append(number)
+    return sorted(set(out))
+
+
+def file_name(task, split):
+    return f"qa{task}_{TASK_NAMES[task]}_{split}.txt"
+
+
+class BabiFiles:
+    """The bAbI files under a local directory or inside the official archive.
+
+    `root` may be the data folder holding `babi/`, the `tasks_1-20_v1-2`
+    folder, its parent, or the `tasks_1-20_v1-2.tar.gz` archive itself. With
+    no root (no argument, no `KERAS_RELMEM_DATA`) the archive is downloaded
+    from the official source.
+    """
+
+    def __init__(self, data_dir=None):
+        root = sources.data_root(data_dir)
+        if root is None:
+            root = sources.download(sources.BABI_URL, "babi_tasks_1-20_v1-2.tar.gz")
+        self.root = root
+        self.archive = None
+        if root.is_file():
+            if not tarfile.is_tarfile(root):
+                raise ValueError(f"{root} is neither a directory nor a bAbI .tar.gz archive.")
+            self.archive = root
+            self.base = None
+        else:
+            self.base = self._find_base(root)
+
+    @staticmethod
+    def _find_base(root):
+        for candidate in (root / "babi" / ARCHIVE_DIR, root / ARCHIVE_DIR, root):
+            if (candidate / "en").is_dir() or (candidate / "en-10k").is_dir():
+                return candidate
+        archive = root / "babi" / "tasks_1-20_v1-2.tar.gz"
+        if archive.is_file():
+            return None
+        raise FileNotFoundError(
+            f"No bAbI files under {root}: expected {root}/babi/{ARCHIVE_DIR}/en/ "
+            f"(or {ARCHIVE_DIR}/en/, or en/) with qaN_*_train.txt files."
+        )
+
+    def path(self, data, task, split):
+        if data not in DATASETS:
+            raise ValueError(f"bAbI data must be one of {DATASETS}; received {data!r}.")
+        if self.archive is not None:
+            return f"{self.archive}!{ARCHIVE_DIR}/{data}/{file_name(task, split)}"
+        return self.base / data / file_name(task, split)
+
+    def read(self, data, task, split):
+        """The lines of one file; `FileNotFoundError` naming it if absent."""
+        path = self.path(data, task, split)
+        if self.archive is None:
+            return sources.read_lines(path)
+        member = str(path).split("!", 1)[1]
+        with tarfile.open(self.archive) as tar:
+            names = {name.lstrip("./"): name for name in tar.getnames()}
+            if member not in names:
+                raise FileNotFoundError(f"Data file not found: {path}")
+            text = tar.extractfile(names[member]).read().decode("utf-8")
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        if not lines:
+            raise sources.DataFormatError(path, 0, "the file is empty.")
+        return lines
+
+    def examples(self, data, task, split):
+        return parse_babi(self.read(data, task, split), self.path(data, task, split), task)
+
+
+def default_memory_size(tasks):
+    """70 sentences, or 130 when task 3 (the longest stories) is included."""
+    return TASK3_MEMORY_SIZE if 3 in tasks else DEFAULT_MEMORY_SIZE
+
+
+def window(example, memory_size):
+    """The most recent `memory_size` sentences of the example's story."""
+    return example.story[-memory_size:], example.sentence_ids[-memory_size:]
+
+
+class BabiData:
+    """Train/validation/test bAbI examples with their vocabularies and tensors.
+
+    Use `load_babi` to create one. `arrays(split)` gives padded NumPy arrays;
+    `dataset(split, batch_size)` a batched, prefetched `tf.data.Dataset` of
+    `({"story", "query"[, "time"]}, answer)`.
+
+    Attributes:
+        tasks: list of task numbers.
+        data: `"en"` or `"en-10k"`.
+        examples: dict split -> list of `BabiExample`.
+        vocab: word `Vocabulary` from the training stories and queries
+            (`<pad>` = 0, `<unk>` = 1).
+        answer_vocab: answer-label `Vocabulary` from the training answers
+            (no padding, `<unk>` = 0 for answers never seen in training).
+        memory_size: K, the number of most recent sentences kept.
+        sentence_length: S, words per sentence after padding.
+        query_length: words per query after padding.
+    """
+
+    def __init__(self, tasks, data, examples, memory_size, vocab=None, answer_vocab=None):
+        self.tasks = tasks
+        self.data = data
+        self.examples = examples
+        self.memory_size = memory_size
+        train = examples["train"]
+        self.vocab = vocab or Vocabulary.build(
+            (tokens for ex in train for tokens in window(ex, memory_size)[0] + (ex.query,)),
+            order="alphabetical",
+        )
+        self.answer_vocab = answer_vocab or Vocabulary.build(
+            ([ex.answer] for ex in train), order="alphabetical", pad_token=None
+        )
+        everything = [ex for split in examples.values() for ex in split]
+        self.sentence_length = max(
+            len(s) for ex in everything for s in window(ex, memory_size)[0] or [()]
+        )
+        self.query_length = max(len(ex.query) for ex in everything)
+        self._arrays = {}
+
+    def arrays(self, split):
+        """Padded int32 arrays for `split` ('train', 'validation' or 'test').
+
+        Returns a dict with `story (N, K, S)` (sentences left-aligned, oldest
+        first, 0 = padding), `query (N, Q)`, `answer (N,)`, `time (N, K)`
+        (1 for the most recent sentence, 2 for the one before, ..., 0 for
+        padding; MEMO's temporal encoding), `support (N, K)` (1 where the
+        sentence is a supporting fact) and `task (N,)`.
+        """
+        if split not in self.examples:
+            raise ValueError(f"split must be one of {sorted(self.examples)}; received {split!r}.")
+        if split not in self._arrays:
+            self._arrays[split] = self._vectorize(self.examples[split])
+        return self._arrays[split]
+
+    def _vectorize(self, examples):
+        n, k = len(examples), self.memory_size
+        s, q = self.sentence_length, self.query_length
+        story = np.zeros((n, k, s), "int32")
+        query = np.zeros((n, q), "int32")
+        answer = np.zeros((n,), "int32")
+        time = np.zeros((n, k), "int32")
+        support = np.zeros((n, k), "int32")
+        task = np.zeros((n,), "int32")
+        for i, ex in enumerate(examples):
+            sentences, ids = window(ex, k)
+            for j, sentence in enumerate(sentences):
+                story[i, j, : len(sentence)] = self.vocab.lookup(sentence)
+                time[i, j] = len(sentences) - j
+                support[i, j] = ids[j] in ex.supporting_facts
+            query[i, : len(ex.query)] = self.vocab.lookup(ex.query)
+            answer[i] = self.answer_vocab.token_id(ex.answer)
+            task[i] = ex.task
+        return {
+            "story": story,
+            "query": query,
+            "answer": answer,
+            "time": time,
+            "support": support,
+            "task": task,
+        }
+
+    def dataset(
+        self,
+        split,
+        batch_size=32,
+        shuffle=None,
+        seed=0,
+        drop_remainder=False,
+        features=("story", "query"),
+    ):
+        """A `tf.data.Dataset` of `(features dict, answer)` batches.
+
+        Args:
+            split: 'train', 'validation' or 'test'.
+            batch_size: int (default 32).
+            shuffle: bool, default True for 'train' only.
+            seed: int, shuffling seed.
+            drop_remainder: bool; True gives static batch shapes (TPU, XLA).
+            features: which arrays go into the features dict.
+        """
+        import tensorflow as tf
+
+        arrays = self.arrays(split)
+        unknown = set(features) - set(arrays)
+        if unknown:
+            raise ValueError(f"Unknown features {sorted(unknown)}; available: {sorted(arrays)}.")
+        ds = tf.data.Dataset.from_tensor_slices(
+            ({name: arrays[name] for name in features}, arrays["answer"])
+        )
+        if shuffle if shuffle is not None else split == "train":
+            ds = ds.shuffle(len(arrays["answer"]), seed=seed, reshuffle_each_iteration=True)
+        return ds.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
+
+
+def load_babi(
+    tasks=1,
+    data="en",
+    data_dir=None,
+    memory_size=None,
+    validation_split=0.1,
+    seed=0,
+):
+    """Load bAbI tasks with a seeded validation split held out from train.
+
+    Args:
+        tasks: a task number 1-20, a list of them, or `"all"` (joint training).
+        data: `"en"` (1k questions per task) or `"en-10k"`.
+        data_dir: local copy (see `BabiFiles`); default `$KERAS_RELMEM_DATA`,
+            downloading only when neither is given.
+        memory_size: sentences kept per story (default 70, 130 with task 3;
+            use `MEMO_JOINT_MEMORY_SIZE` = 320 for MEMO's joint set-up).
+        validation_split: fraction of each task's training questions held out
+            (default 0.1).
+        seed: int seed of the validation split.
+
+    Returns:
+        A `BabiData`.
+
+    Example:
+
+    ```python
+    babi = load_babi(tasks=1, data="en-10k")
+    train = babi.dataset("train", batch_size=32)
+    ```
+
+    Reference: Weston et al., "Towards AI-complete question answering: a set of
+    prerequisite toy tasks", arXiv:1502.05698.
+    """
+    task_list = parse_tasks(tasks)
+    if not 0.0 <= validation_split < 1.0:
+        raise ValueError(f"validation_split must be in [0, 1); received {validation_split!r}.")
+    files = BabiFiles(data_dir)
+    rng = np.random.default_rng(seed)
+    examples = {"train": [], "validation": [], "test": []}
+    for task in task_list:
+        train = files.examples(data, task, "train")
+        order = rng.permutation(len(train))
+        held_out = int(round(len(train) * validation_split))
+        examples["validation"] += [train[i] for i in sorted(order[:held_out])]
+        examples["train"] += [train[i] for i in sorted(order[held_out:])]
+        examples["test"] += files.examples(data, task, "test")
+    return BabiData(
+        task_list, data, examples, memory_size or default_memory_size(task_list)
+    )
+
+
+def babi_dir(data_dir=None):
+    """Directory of a local bAbI copy (for TFDS `manual_dir`), or None."""
+    root = sources.data_root(data_dir)
+    if root is None:
+        return None
+    found = BabiFiles._find_base(pathlib.Path(root)) if root.is_dir() else None
+    return found

@@ -1,0 +1,212 @@
+"""bAbI parsing and tensors against the real files in ../shared/data."""
+
+import os
+import tarfile
+
+import numpy as np
+import pytest
+
+from keras_relmem.data import DataFormatError, Vocabulary, babi, load_babi
+
+pytestmark = pytest.mark.skipif(
+    not os.environ.get("KERAS_RELMEM_DATA"), reason="needs KERAS_RELMEM_DATA (../shared/data)"
+)
+
+
+@pytest.mark.parametrize(
+    "data,task,split,questions",
+    [
+        ("en", 1, "train", 1000),
+        ("en", 1, "test", 1000),
+        ("en", 3, "train", 1000),
+        ("en", 19, "test", 1000),
+        ("en-10k", 1, "train", 10000),
+        ("en-10k", 20, "train", 10000),
+        ("en-10k", 3, "test", 1000),
+    ],
+)
+def test_question_counts(data, task, split, questions):
+    assert len(babi.BabiFiles().examples(data, task, split)) == questions
+
+
+def test_all_tasks_have_1000_questions_per_en_file():
+    files = babi.BabiFiles()
+    for task in babi.TASK_NAMES:
+        for split in babi.SPLITS:
+            assert len(files.examples("en", task, split)) == 1000, (task, split)
+
+
+def test_known_story_parsed_exactly():
+    examples = babi.BabiFiles().examples("en", 2, "train")
+    first = examples[0]
+    assert first.story == (
+        ("mary", "moved", "to", "the", "bathroom"),
+        ("sandra", "journeyed", "to", "the", "bedroom"),
+        ("mary", "got", "the", "football", "there"),
+        ("john", "went", "to", "the", "kitchen"),
+        ("mary", "went", "back", "to", "the", "kitchen"),
+        ("mary", "went", "back", "to", "the", "garden"),
+    )
+    assert first.sentence_ids == (1, 2, 3, 4, 5, 6)
+    assert first.query == ("where", "is", "the", "football")
+    assert first.answer == "garden"
+    assert first.supporting_facts == (3, 6)
+    # The second question's story continues the first without the question line.
+    second = examples[1]
+    assert second.sentence_ids == (1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13)
+    assert second.supporting_facts == (12, 6)
+
+
+@pytest.mark.parametrize(
+    "task,answers",
+    [
+        (1, ["bathroom", "bedroom", "garden", "hallway", "kitchen", "office"]),
+        (6, ["no", "yes"]),
+        (7, ["none", "one", "three", "two"]),
+        (10, ["maybe", "no", "yes"]),
+        (15, ["cat", "mouse", "sheep", "wolf"]),
+    ],
+)
+def test_answer_vocabulary_per_task(task, answers):
+    data = load_babi(task, "en", validation_split=0.0)
+    assert data.answer_vocab.tokens == ["<unk>"] + answers
+
+
+def test_multi_word_answers_stay_one_label():
+    data = load_babi(19, "en")
+    assert {"s,e", "n,w"} <= set(data.answer_vocab.tokens)
+    assert all("," in a for a in data.answer_vocab.tokens[1:])
+    lists = load_babi(8, "en")
+    assert "apple,football" in lists.answer_vocab.tokens
+
+
+def test_window_keeps_most_recent_sentences_and_time_index():
+    data = load_babi(2, "en", memory_size=4)
+    ex = data.examples["train"][5]
+    arrays = data.arrays("train")
+    story = arrays["story"][5]
+    kept = ex.story[-4:]
+    for j, sentence in enumerate(kept):
+        assert data.vocab.decode(story[j, : len(sentence)]) == list(sentence)
+    assert list(arrays["time"][5]) == [4, 3, 2, 1][-len(kept):] + [0] * (4 - len(kept))
+    ids = ex.sentence_ids[-4:]
+    assert list(arrays["support"][5][: len(ids)]) == [int(i in ex.supporting_facts) for i in ids]
+
+
+def test_default_windows():
+    assert load_babi(1, "en").memory_size == 70
+    assert load_babi([1, 3], "en").memory_size == 130
+    assert babi.MEMO_JOINT_MEMORY_SIZE == 320
+
+
+def test_validation_split_is_seeded_and_disjoint():
+    a = load_babi(1, "en", validation_split=0.1, seed=1)
+    b = load_babi(1, "en", validation_split=0.1, seed=1)
+    c = load_babi(1, "en", validation_split=0.1, seed=2)
+    assert len(a.examples["validation"]) == 100 and len(a.examples["train"]) == 900
+    assert a.examples["validation"] == b.examples["validation"]
+    assert a.examples["validation"] != c.examples["validation"]
+    train_keys = {(e.story, e.query) for e in a.examples["train"]}
+    overlap = [e for e in a.examples["validation"] if (e.story, e.query) in train_keys]
+    assert len(overlap) < 5  # only literal duplicates of the generator
+
+
+def test_joint_tasks_and_tensors():
+    data = load_babi("all", "en")
+    assert data.tasks == list(range(1, 21))
+    arrays = data.arrays("test")
+    assert arrays["story"].shape == (20000, 130, data.sentence_length)
+    assert sorted(set(arrays["task"])) == list(range(1, 21))
+    # Ids decode back to the original words.
+    ex = data.examples["test"][0]
+    assert data.vocab.decode(arrays["query"][0][: len(ex.query)]) == list(ex.query)
+    assert data.answer_vocab.tokens[arrays["answer"][0]] == ex.answer
+
+
+def test_vocabulary_comes_from_train_only_and_round_trips(tmp_path):
+    data = load_babi(1, "en")
+    train_words = {w for e in data.examples["train"] for s in e.story + (e.query,) for w in s}
+    assert set(data.vocab.tokens[2:]) == train_words
+    path = data.vocab.save(tmp_path / "vocab.txt")
+    assert path.read_text().splitlines()[:2] == ["<pad>", "<unk>"]
+    assert Vocabulary.load(path) == data.vocab
+    assert data.vocab.lookup(["qwerty"]) == [data.vocab.oov_id]
+
+
+def test_tf_dataset_batches():
+    data = load_babi(1, "en")
+    ds = data.dataset("train", batch_size=32, drop_remainder=True, features=("story", "query", "time"))
+    features, answer = next(iter(ds))
+    assert features["story"].shape == (32, 70, data.sentence_length)
+    assert features["time"].shape == (32, 70)
+    assert answer.shape == (32,)
+    assert sum(1 for _ in ds) == 900 // 32
+
+
+def test_missing_en10k_task3_names_the_file():
+    with pytest.raises(FileNotFoundError, match="en-10k/qa3_three-supporting-facts_train.txt"):
+        load_babi(3, "en-10k")
+
+
+def test_bad_task_and_data_arguments():
+    with pytest.raises(ValueError, match="21"):
+        load_babi(21)
+    with pytest.raises(ValueError, match="en-1k"):
+        load_babi(1, "en-1k")
+
+
+def test_reads_the_official_archive(tmp_path):
+    files = babi.BabiFiles()
+    archive = tmp_path / "tasks_1-20_v1-2.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(files.path("en", 1, "train"), arcname="tasks_1-20_v1-2/en/qa1_single-supporting-fact_train.txt")
+        tar.add(files.path("en", 1, "test"), arcname="tasks_1-20_v1-2/en/qa1_single-supporting-fact_test.txt")
+    data = load_babi(1, "en", data_dir=archive)
+    assert len(data.examples["test"]) == 1000
+    with pytest.raises(FileNotFoundError, match="qa2_two-supporting-facts_train.txt"):
+        load_babi(2, "en", data_dir=archive)
+
+
+def write(tmp_path, text):
+    folder = tmp_path / "en"
+    folder.mkdir(exist_ok=True)
+    path = folder / "qa1_single-supporting-fact_train.txt"
+    path.write_text(text)
+    (folder / "qa1_single-supporting-fact_test.txt").write_text("1 Mary went home.\n2 Where is Mary?\thome\t1\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    "text,line,problem",
+    [
+        ("1 Mary went home.\nx Where is Mary?\thome\t1\n", 2, "expected 'ID text'"),
+        ("1 Mary went home.\n3 Where is Mary?\thome\t1\n", 2, "does not follow"),
+        ("1 Mary went home.\n2 Where is Mary?\thome\t7\n", 2, "not sentences of this story"),
+        ("1 Mary went home.\n2 Where is Mary?\t\t1\n", 2, "question line"),
+        ("1 Mary went home.\n2 Where is Mary?\thome\tone\n", 2, "integers"),
+        ("1 Mary went home.\n2 ...\n", 2, "no words"),
+        ("1 Mary went home.\n", 0, "no questions"),
+    ],
+)
+def test_malformed_file_names_file_and_line(tmp_path, text, line, problem):
+    path = write(tmp_path, text)
+    with pytest.raises(DataFormatError, match=problem) as info:
+        load_babi(1, "en", data_dir=tmp_path)
+    assert info.value.path == str(path)
+    assert info.value.line_number == line
+    if line:
+        assert f"{path}:{line}" in str(info.value)
+
+
+def test_empty_file_is_an_error(tmp_path):
+    path = write(tmp_path, "\n")
+    with pytest.raises(DataFormatError, match="empty") as info:
+        load_babi(1, "en", data_dir=tmp_path)
+    assert info.value.path == str(path)
+
+
+def test_missing_directory_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="No bAbI files"):
+        load_babi(1, "en", data_dir=tmp_path)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_babi(1, "en", data_dir=tmp_path / "nope")

@@ -1,0 +1,97 @@
+"""The generated tasks give right answers (checked by brute force) and are seeded."""
+
+import collections
+
+import numpy as np
+import pytest
+
+from keras_relmem.data import synthetic
+
+
+def all_simple_paths(edges, source, dest):
+    neighbours = collections.defaultdict(set)
+    for a, b in edges:
+        neighbours[int(a)].add(int(b))
+    paths, stack = [], [(int(source), [int(source)])]
+    while stack:
+        node, path = stack.pop()
+        if node == dest:
+            paths.append(path)
+            continue
+        for nxt in neighbours[node]:
+            if nxt not in path:
+                stack.append((nxt, path + [nxt]))
+    return paths
+
+
+def test_nth_farthest_answers_by_brute_force():
+    data = synthetic.nth_farthest(200, seed=1)
+    assert data["inputs"].shape == (200, 8, 16 + 24)
+    for i in range(200):
+        vectors, labels = data["vectors"][i], data["labels"][i]
+        ref = vectors[list(labels).index(data["m"][i])]
+        dist = {int(labels[j]): float(np.sum((vectors[j] - ref) ** 2)) for j in range(8)}
+        ranked = sorted(dist, key=lambda label: -dist[label])
+        assert ranked[data["n"][i]] == data["target"][i]
+        # The question is in every step's input.
+        assert np.all(np.argmax(data["inputs"][i, :, 24:32], -1) == data["n"][i])
+        assert np.all(np.argmax(data["inputs"][i, :, 32:40], -1) == data["m"][i])
+
+
+@pytest.mark.parametrize("length", [3, 4, 5])
+def test_paired_associative_inference_by_brute_force(length):
+    data = synthetic.paired_associative_inference(300, sequence_length=length, num_sequences=6, seed=2)
+    assert data["memory"].shape == (300, 6 * (length - 1), 2, 64)
+    assert 0.35 < data["indirect"].mean() < 0.65
+    for k in range(300):
+        memory = data["memory"][k]
+        cue, *choices = data["query"][k]
+
+        def successors(vec):
+            return [fact[1] for fact in memory if np.array_equal(fact[0], vec)]
+
+        # Follow the stored pairs from the cue: the match is reachable, the lure not.
+        reachable, frontier, hops_to = [], [cue], {}
+        for hop in range(1, length):
+            frontier = [nxt for vec in frontier for nxt in successors(vec)]
+            for vec in frontier:
+                reachable.append(vec)
+                hops_to[vec.tobytes()] = hop
+        match, lure = choices[data["target"][k]], choices[1 - data["target"][k]]
+        assert any(np.array_equal(match, r) for r in reachable)
+        assert not any(np.array_equal(lure, r) for r in reachable)
+        assert hops_to[match.tobytes()] == data["hops"][k]
+        assert data["indirect"][k] == (data["hops"][k] > 1)
+
+
+def test_shortest_path_by_brute_force():
+    data = synthetic.shortest_path(60, num_nodes=8, seed=3)
+    for k in range(60):
+        edges = data["edges"][k][: data["num_edges"][k]]
+        source, dest = data["query"][k]
+        path = [int(n) for n in data["path"][k] if n >= 0]
+        candidates = all_simple_paths(edges, source, dest)
+        shortest = min(len(p) for p in candidates)
+        assert len(path) == shortest and path[0] == source and path[-1] == dest
+        assert [p for p in candidates if len(p) == shortest] == [path]  # unique
+        assert data["path_length"][k] == len(path) - 1 >= 2
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda seed: synthetic.nth_farthest(20, seed=seed),
+        lambda seed: synthetic.paired_associative_inference(20, seed=seed),
+        lambda seed: synthetic.shortest_path(20, seed=seed),
+    ],
+)
+def test_same_seed_same_data(make):
+    a, b, c = make(5), make(5), make(6)
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key])
+    assert any(not np.array_equal(a[key], c[key]) for key in a)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="sequence_length"):
+        synthetic.paired_associative_inference(5, sequence_length=2)
