@@ -261,7 +261,10 @@ class BabiData:
             (`<pad>` = 0, `<unk>` = 1).
         answer_vocab: answer-label `Vocabulary` from the training answers
             (no padding, `<unk>` = 0 for answers never seen in training).
-        memory_size: K, the number of most recent sentences kept.
+        memory_size: the window: at most this many recent sentences are kept.
+        story_length: K, sentences per story in the tensors:
+            `min(memory_size, longest story)`, so short-story tasks do not
+            pay for empty memory steps.
         sentence_length: S, words per sentence after padding.
         query_length: words per query after padding.
     """
@@ -284,6 +287,7 @@ class BabiData:
             len(s) for ex in everything for s in window(ex, memory_size)[0] or [()]
         )
         self.query_length = max(len(ex.query) for ex in everything)
+        self.story_length = min(memory_size, max(len(ex.story) for ex in everything))
         self._arrays = {}
 
     def arrays(self, split):
@@ -302,7 +306,7 @@ class BabiData:
         return self._arrays[split]
 
     def _vectorize(self, examples):
-        n, k = len(examples), self.memory_size
+        n, k = len(examples), self.story_length
         s, q = self.sentence_length, self.query_length
         story = np.zeros((n, k, s), "int32")
         query = np.zeros((n, q), "int32")

@@ -46,9 +46,17 @@ def download(url, name, extract=False):
     """Fetch `url` into Keras' dataset cache (only when no local copy is given)."""
     import keras
 
-    return pathlib.Path(
-        keras.utils.get_file(fname=name, origin=url, extract=extract, cache_subdir="keras_relmem")
-    )
+    try:
+        path = keras.utils.get_file(
+            fname=name, origin=url, extract=extract, cache_subdir="keras_relmem"
+        )
+    except Exception as error:  # get_file raises a bare Exception
+        raise ConnectionError(
+            f"No local copy of the data was given and downloading {url} failed "
+            f"({error}). Pass data_dir=... or set {ENV_VAR} to a folder holding "
+            "the files (see the README's Data section)."
+        ) from error
+    return pathlib.Path(path)
 
 
 def read_lines(path):

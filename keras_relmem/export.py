@@ -1,0 +1,130 @@
+"""SavedModel export in TensorFlow Serving's layout: `<base>/<name>/<version>/`.
+
+The vocabularies travel as SavedModel assets (plain text files, one token per
+line, line number = id) read by in-graph lookup tables, so the exported model
+needs neither Python nor keras_relmem to answer.
+"""
+
+import pathlib
+import shutil
+import tempfile
+
+import keras
+
+
+def next_version(base_dir, name):
+    """1 + the highest numeric version under `<base_dir>/<name>/` (1 if none)."""
+    model_dir = pathlib.Path(base_dir) / name
+    versions = [int(p.name) for p in model_dir.glob("*") if p.is_dir() and p.name.isdigit()]
+    return max(versions, default=0) + 1
+
+
+def version_dir(base_dir, name, version=None):
+    version = next_version(base_dir, name) if version is None else int(version)
+    if version < 1:
+        raise ValueError(f"version must be a positive integer; received {version}.")
+    path = pathlib.Path(base_dir) / name / str(version)
+    if path.exists():
+        raise FileExistsError(f"{path} already exists; TF Serving versions are immutable.")
+    return path
+
+
+def _index_to_string_table(vocab_file):
+    import tensorflow as tf
+
+    initializer = tf.lookup.TextFileInitializer(
+        str(vocab_file),
+        key_dtype=tf.int64,
+        key_index=tf.lookup.TextFileIndex.LINE_NUMBER,
+        value_dtype=tf.string,
+        value_index=tf.lookup.TextFileIndex.WHOLE_LINE,
+    )
+    return tf.lookup.StaticHashTable(initializer, default_value="<unk>")
+
+
+def _string_to_index_table(vocab_file, oov_id):
+    import tensorflow as tf
+
+    initializer = tf.lookup.TextFileInitializer(
+        str(vocab_file),
+        key_dtype=tf.string,
+        key_index=tf.lookup.TextFileIndex.WHOLE_LINE,
+        value_dtype=tf.int64,
+        value_index=tf.lookup.TextFileIndex.LINE_NUMBER,
+    )
+    return tf.lookup.StaticHashTable(initializer, default_value=oov_id)
+
+
+def _write_atomically(archive, path):
+    """Write to a sibling temp dir, then rename: TF Serving never sees half a version."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
+    try:
+        archive.write_out(str(tmp), verbose=False)
+        tmp.rename(path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def export_babi(model, data, base_dir, name="babi", version=None, top_k=3):
+    """Export a bAbI model for TF Serving.
+
+    Signature `serving_default(story int32 (b, K, S), query int32 (b, Q))`
+    returns `probabilities (b, answers)`, `top_answers` (b, top_k) strings and
+    `top_probabilities (b, top_k)`. The word and answer vocabularies are
+    assets `vocab.txt` and `answers.txt`.
+
+    Args:
+        model: a trained model from `build_babi_model`.
+        data: the `BabiData` it was trained on (vocabularies and sizes).
+        base_dir: the TF Serving model base path's parent.
+        name: model name (a sub-directory of `base_dir`).
+        version: int, default one more than the latest existing version.
+        top_k: answers returned per question (at most the number of answers).
+
+    Returns:
+        The version directory written.
+
+    Example:
+
+    ```python
+    path = export_babi(model, data, "exports", name="babi_entnet")
+    # exports/babi_entnet/1/saved_model.pb
+    ```
+    """
+    import tensorflow as tf
+
+    path = version_dir(base_dir, name, version)
+    top_k = min(top_k, len(data.answer_vocab))
+    with tempfile.TemporaryDirectory() as tmp:
+        vocab_file = data.vocab.save(pathlib.Path(tmp) / "vocab.txt")
+        answers_file = data.answer_vocab.save(pathlib.Path(tmp) / "answers.txt")
+        archive = keras.export.ExportArchive()
+        archive.track(model)
+        answers = _index_to_string_table(answers_file)
+        archive.track(answers)
+        # Tracked so that vocab.txt lands in assets/ (the text signatures
+        # look words up with it).
+        archive.track(_string_to_index_table(vocab_file, data.vocab.oov_id))
+
+        def serve(story, query):
+            logits = model({"story": story, "query": query}, training=False)
+            probabilities = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
+            top = tf.math.top_k(probabilities, k=top_k)
+            return {
+                "probabilities": probabilities,
+                "top_answers": answers.lookup(tf.cast(top.indices, tf.int64)),
+                "top_probabilities": top.values,
+            }
+
+        archive.add_endpoint(
+            "serving_default",
+            serve,
+            input_signature=[
+                tf.TensorSpec((None, data.story_length, data.sentence_length), tf.int32, "story"),
+                tf.TensorSpec((None, data.query_length), tf.int32, "query"),
+            ],
+        )
+        return _write_atomically(archive, path)

@@ -1,0 +1,118 @@
+"""bAbI question-answering models built around the memory layers.
+
+Every model takes `{"story": (batch, K, S), "query": (batch, Q)}` word ids
+(0 = padding) and returns answer logits `(batch, num_answers)`.
+"""
+
+import keras
+
+from keras_relmem.layers import EntNetCell, EntNetEncoder, EntNetReadout
+from keras_relmem.layers import RelationalMemoryCell
+
+MODELS = ("entnet", "rmc", "lstm")
+
+# Defaults per model (the EntNet paper's bAbI set-up: 20 blocks, d = 100).
+DEFAULTS = {
+    "entnet": {"embedding_dim": 100, "num_blocks": 20},
+    "rmc": {
+        "embedding_dim": 64,
+        "mem_slots": 4,
+        "head_size": 32,
+        "num_heads": 2,
+        "num_blocks": 1,
+        "gate_style": "unit",
+        "attention_mlp_layers": 2,
+    },
+    "lstm": {"embedding_dim": 64, "units": 128},
+}
+
+
+def model_defaults(name):
+    if name not in DEFAULTS:
+        raise ValueError(f"model must be one of {sorted(DEFAULTS)}; received {name!r}.")
+    return dict(DEFAULTS[name])
+
+
+def _inputs(story_length, sentence_length, query_length):
+    story = keras.Input((story_length, sentence_length), dtype="int32", name="story")
+    query = keras.Input((query_length,), dtype="int32", name="query")
+    return story, query
+
+
+def _encoded(story, query, vocab_size, dim):
+    embed = keras.layers.Embedding(
+        vocab_size,
+        dim,
+        mask_zero=True,
+        embeddings_initializer=keras.initializers.RandomNormal(stddev=0.1),
+        name="embedding",
+    )
+    sentences = EntNetEncoder(name="story_encoder")(embed(story))
+    question = EntNetEncoder(name="query_encoder")(embed(query))
+    return sentences, question
+
+
+def build_babi_model(
+    model,
+    vocab_size,
+    num_answers,
+    story_length,
+    sentence_length,
+    query_length,
+    **hparams,
+):
+    """A bAbI QA model: `"entnet"`, `"rmc"` or `"lstm"`.
+
+    Args:
+        model: which memory: `"entnet"` (Henaff et al.: sentence encoder, EntNet
+            cell, attention read-out), `"rmc"` (the same sentence encoder, a
+            Relational Memory Core over the sentences, then an MLP on
+            `[memory, query]`) or `"lstm"` (the baseline: an LSTM over the
+            sentences, then an MLP on `[state, query]`).
+        vocab_size: int, word vocabulary size (id 0 = padding).
+        num_answers: int, answer classes.
+        story_length, sentence_length, query_length: tensor sizes K, S, Q.
+        **hparams: overrides of `DEFAULTS[model]`.
+
+    Returns:
+        An uncompiled `keras.Model` named `babi_<model>`.
+
+    Example:
+
+    ```python
+    model = build_babi_model("entnet", len(data.vocab), len(data.answer_vocab),
+                             data.story_length, data.sentence_length,
+                             data.query_length)
+    ```
+    """
+    config = model_defaults(model)
+    unknown = set(hparams) - set(config)
+    if unknown:
+        raise ValueError(
+            f"Unknown hyper-parameters for {model}: {sorted(unknown)}; "
+            f"known: {sorted(config)}."
+        )
+    config.update({k: v for k, v in hparams.items() if v is not None})
+    story, query = _inputs(story_length, sentence_length, query_length)
+    sentences, question = _encoded(story, query, vocab_size, config["embedding_dim"])
+    if model == "entnet":
+        cell = EntNetCell(num_blocks=config["num_blocks"], units=config["embedding_dim"])
+        memory = keras.layers.RNN(cell, name="memory")(sentences)
+        logits = EntNetReadout(num_answers, name="readout")([memory, question])
+    else:
+        if model == "rmc":
+            cell = RelationalMemoryCell(
+                mem_slots=config["mem_slots"],
+                head_size=config["head_size"],
+                num_heads=config["num_heads"],
+                num_blocks=config["num_blocks"],
+                gate_style=config["gate_style"],
+                attention_mlp_layers=config["attention_mlp_layers"],
+            )
+            memory = keras.layers.RNN(cell, name="memory")(sentences)
+        else:
+            memory = keras.layers.LSTM(config["units"], name="memory")(sentences)
+        hidden = keras.layers.Concatenate()([memory, question])
+        hidden = keras.layers.Dense(256, activation="relu", name="answer_mlp")(hidden)
+        logits = keras.layers.Dense(num_answers, name="answer")(hidden)
+    return keras.Model({"story": story, "query": query}, logits, name=f"babi_{model}")

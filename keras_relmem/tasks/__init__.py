@@ -1,0 +1,1 @@
+"""Library code behind the command lines in `tasks/` (importable and tested)."""

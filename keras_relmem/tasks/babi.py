@@ -1,0 +1,270 @@
+"""bAbI question answering: the library behind `tasks/train_babi.py`.
+
+Trains one model per task (or one on all tasks with `--joint`), prints a
+per-task table of test accuracy and error with the number of tasks solved
+(error < 5%, the bAbI convention), writes it as JSON and exports the model for
+TF Serving.
+"""
+
+import argparse
+import os
+import pathlib
+import sys
+import time
+
+from keras_relmem.data import babi as babi_data
+
+# The embedded default: what `python tasks/train_babi.py` runs with no
+# arguments (EntNet, task 1 of the 1k set, ~1 minute on 2 CPU cores).
+QUICK_DEFAULT = ["--model", "entnet", "--task", "1", "--data", "en", "--epochs", "20"]
+
+# Training recipes. EntNet: Adam, lr 0.01 halved every 25 epochs, batch 32,
+# gradient-norm clip 40, 200 epochs (Henaff et al. 2017, §5.2).
+RECIPES = {
+    "entnet": {"learning_rate": 0.01, "batch_size": 32, "clipnorm": 40.0, "epochs": 200, "halve_every": 25},
+    "rmc": {"learning_rate": 1e-3, "batch_size": 32, "clipnorm": 40.0, "epochs": 100, "halve_every": 25},
+    "lstm": {"learning_rate": 1e-3, "batch_size": 32, "clipnorm": 40.0, "epochs": 100, "halve_every": 25},
+}
+SOLVED_ERROR = 0.05
+
+
+def parse_task(text):
+    if text == "all":
+        return "all"
+    try:
+        task = int(text)
+    except ValueError:
+        task = None
+    if task not in babi_data.TASK_NAMES:
+        raise argparse.ArgumentTypeError(f"tasks are 1..20 or 'all'; got {text!r}")
+    return task
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="train_babi.py",
+        description=(
+            "Train a memory model on bAbI question answering. With no arguments, runs "
+            f"the quick default: {' '.join(QUICK_DEFAULT)}."
+        ),
+    )
+    parser.add_argument("--model", choices=sorted(RECIPES), default="entnet")
+    parser.add_argument("--task", type=parse_task, default=1, help="1..20 or 'all' (default 1)")
+    parser.add_argument("--joint", action="store_true", help="one model on all the given tasks")
+    parser.add_argument("--data", choices=babi_data.DATASETS, default="en", help="1k or 10k questions per task")
+    parser.add_argument("--data-dir", default=None, help="local bAbI copy (default $KERAS_RELMEM_DATA)")
+    parser.add_argument("--memory-size", type=int, default=None, help="sentences kept (default 70; 130 with task 3)")
+    parser.add_argument("--epochs", type=int, default=None, help="default: the model's recipe (EntNet 200)")
+    parser.add_argument("--batch-size", type=int, default=None, help="global batch size (default 32)")
+    parser.add_argument("--learning-rate", type=float, default=None)
+    parser.add_argument("--halve-every", type=int, default=None, help="halve the learning rate every N epochs")
+    parser.add_argument("--clipnorm", type=float, default=None, help="gradient norm clip (default 40)")
+    parser.add_argument("--embedding-dim", type=int, default=None, help="d (EntNet default 100)")
+    parser.add_argument("--num-blocks", type=int, default=None, help="EntNet memory blocks / RMC attention blocks")
+    parser.add_argument("--mem-slots", type=int, default=None, help="RMC memory slots")
+    parser.add_argument("--num-heads", type=int, default=None, help="RMC attention heads")
+    parser.add_argument("--head-size", type=int, default=None, help="RMC head size")
+    parser.add_argument("--validation-split", type=float, default=0.1)
+    parser.add_argument("--strategy", choices=["auto", "default", "mirrored", "multiworker", "tpu"], default="auto")
+    parser.add_argument("--jit-compile", action="store_true", help="compile the training step with XLA")
+    parser.add_argument("--workdir", default="runs/babi", help="checkpoints, metrics and results (default runs/babi)")
+    parser.add_argument("--resume", action="store_true", help="continue from the last completed epoch in --workdir")
+    parser.add_argument("--logdir", default=None, help="TensorBoard log folder")
+    parser.add_argument("--export-dir", default=None, help="TF Serving base folder (default WORKDIR/export)")
+    parser.add_argument("--no-export", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-steps", type=int, default=None, help="cap steps per epoch (smoke tests)")
+    parser.add_argument("--verbose", type=int, choices=[0, 1, 2], default=1, help="Keras progress output")
+    return parser
+
+
+def resolve_args(argv):
+    argv = list(argv)
+    quick = not argv
+    args = build_parser().parse_args(QUICK_DEFAULT if quick else argv)
+    args.quick_default = quick
+    recipe = RECIPES[args.model]
+    for key, value in recipe.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    tasks = babi_data.parse_tasks(args.task)
+    if args.joint and len(tasks) == 1:
+        args.joint = False
+    args.tasks = tasks
+    return args
+
+
+def model_hparams(args):
+    names = {
+        "entnet": ["embedding_dim", "num_blocks"],
+        "rmc": ["embedding_dim", "num_blocks", "mem_slots", "num_heads", "head_size"],
+        "lstm": ["embedding_dim"],
+    }[args.model]
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
+def load_data(args, tasks):
+    return babi_data.load_babi(
+        tasks,
+        args.data,
+        data_dir=args.data_dir,
+        memory_size=args.memory_size,
+        validation_split=args.validation_split,
+        seed=args.seed,
+    )
+
+
+def check_inputs(args):
+    """Every impossible combination fails here, before any training."""
+    files = babi_data.BabiFiles(args.data_dir)
+    for task in args.tasks:
+        for split in babi_data.SPLITS:
+            path = files.path(args.data, task, split)
+            if files.archive is None and not pathlib.Path(path).is_file():
+                hint = " (task 3 of en-10k is missing from our shared copy; use --data en)" if task == 3 else ""
+                raise FileNotFoundError(f"bAbI file not found: {path}{hint}")
+    if args.memory_size is not None and args.memory_size < 1:
+        raise ValueError(f"--memory-size must be positive; got {args.memory_size}")
+    if not 0 <= args.validation_split < 1:
+        raise ValueError(f"--validation-split must be in [0, 1); got {args.validation_split}")
+    for name in ("epochs", "batch_size"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be positive; got {getattr(args, name)}")
+
+
+def per_task_accuracy(model, data, batch_size=256):
+    """{task: (accuracy, questions)} on the test split."""
+    import numpy as np
+
+    arrays = data.arrays("test")
+    logits = model.predict(
+        {"story": arrays["story"], "query": arrays["query"]}, batch_size=batch_size, verbose=0
+    )
+    correct = np.argmax(logits, axis=-1) == arrays["answer"]
+    out = {}
+    for task in data.tasks:
+        rows = arrays["task"] == task
+        out[task] = (float(correct[rows].mean()), int(rows.sum()))
+    return out
+
+
+def format_table(results, model_name):
+    lines = [f"bAbI test results ({model_name})", f"{'task':>4}  {'name':24s} {'accuracy':>9s} {'error':>7s}"]
+    for task, row in sorted(results.items()):
+        flag = "" if row["error"] < SOLVED_ERROR else "  (failed)"
+        lines.append(
+            f"{task:>4}  {babi_data.TASK_NAMES[task]:24s} {row['accuracy']:9.1%} {row['error']:7.1%}{flag}"
+        )
+    errors = [row["error"] for row in results.values()]
+    solved = sum(e < SOLVED_ERROR for e in errors)
+    lines.append(f"mean error {sum(errors) / len(errors):.1%}; solved (error < 5%): {solved}/{len(errors)}")
+    return "\n".join(lines)
+
+
+def train_one(args, tasks, workdir, strategy):
+    import keras
+
+    from keras_relmem import distribute, export, training
+    from keras_relmem.models import build_babi_model
+
+    data = load_data(args, tasks)
+    static = distribute.needs_static_batches(strategy) or args.jit_compile
+    train = data.dataset("train", args.batch_size, seed=args.seed, drop_remainder=static)
+    validation = (
+        data.dataset("validation", args.batch_size, drop_remainder=static)
+        if data.examples["validation"]
+        else None
+    )
+    if args.max_steps:
+        train = train.take(args.max_steps)
+        validation = validation.take(args.max_steps) if validation is not None else None
+    with strategy.scope():
+        model = build_babi_model(
+            args.model,
+            len(data.vocab),
+            len(data.answer_vocab),
+            data.story_length,
+            data.sentence_length,
+            data.query_length,
+            **model_hparams(args),
+        )
+        model.compile(
+            keras.optimizers.Adam(args.learning_rate, clipnorm=args.clipnorm),
+            keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+            jit_compile=args.jit_compile,
+        )
+    schedule = training.step_decay(args.learning_rate, 0.5, args.halve_every)
+    start = time.time()
+    training.run_fit(
+        model,
+        train,
+        validation,
+        workdir,
+        args.epochs,
+        resume=args.resume,
+        logdir=args.logdir,
+        schedule=schedule,
+        verbose=args.verbose,
+    )
+    seconds = time.time() - start
+    accuracy = per_task_accuracy(model, data)
+    exported = None
+    if not args.no_export and distribute.is_chief():
+        base = args.export_dir or os.path.join(args.workdir, "export")
+        name = f"babi_{args.model}_" + ("joint" if len(tasks) > 1 else f"qa{tasks[0]}")
+        exported = str(export.export_babi(model, data, base, name=name))
+    return model, data, accuracy, seconds, exported
+
+
+def run(argv=None):
+    """Run the bAbI task; returns the results dict that is also written as JSON."""
+    args = resolve_args(sys.argv[1:] if argv is None else argv)
+    if args.quick_default:
+        print(f"No arguments: running the quick default ({' '.join(QUICK_DEFAULT)}).", flush=True)
+    try:
+        check_inputs(args)
+    except (FileNotFoundError, ValueError) as error:
+        build_parser().error(str(error))
+
+    import keras
+
+    from keras_relmem import distribute, training
+
+    keras.utils.set_random_seed(args.seed)
+    strategy = distribute.get_strategy(args.strategy)
+    groups = [args.tasks] if args.joint else [[t] for t in args.tasks]
+    results, exports, timings = {}, {}, {}
+    for tasks in groups:
+        label = "joint" if len(tasks) > 1 else f"qa{tasks[0]}"
+        workdir = pathlib.Path(args.workdir) / label
+        _, _, accuracy, seconds, exported = train_one(args, tasks, workdir, strategy)
+        timings[label] = seconds
+        exports[label] = exported
+        for task, (acc, count) in accuracy.items():
+            results[task] = {"accuracy": acc, "error": 1.0 - acc, "questions": count}
+    table = format_table(results, args.model)
+    print("\n" + table, flush=True)
+    summary = {
+        "model": args.model,
+        "data": args.data,
+        "joint": args.joint,
+        "tasks": {str(t): r for t, r in sorted(results.items())},
+        "mean_error": sum(r["error"] for r in results.values()) / len(results),
+        "solved": sum(r["error"] < SOLVED_ERROR for r in results.values()),
+        "train_seconds": timings,
+        "exports": exports,
+        "args": {k: v for k, v in vars(args).items() if k not in ("tasks",)},
+    }
+    if distribute.is_chief():
+        training.write_json(pathlib.Path(args.workdir) / "results.json", summary)
+        print(f"Results written to {pathlib.Path(args.workdir) / 'results.json'}")
+    return summary
+
+
+def main():
+    run()
+
+
+if __name__ == "__main__":
+    main()

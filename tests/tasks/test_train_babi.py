@@ -1,0 +1,131 @@
+"""tasks/train_babi.py end to end on tiny settings."""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from keras_relmem.tasks import babi as babi_task
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "tasks" / "train_babi.py"
+
+pytestmark = pytest.mark.skipif(
+    not os.environ.get("KERAS_RELMEM_DATA"), reason="needs KERAS_RELMEM_DATA (../shared/data)"
+)
+
+TINY = ["--epochs", "2", "--max-steps", "3", "--batch-size", "16", "--verbose", "0"]
+
+
+@pytest.mark.parametrize("model", ["entnet", "rmc", "lstm"])
+def test_tiny_run_writes_table_json_and_a_servable_export(model, tmp_path, capsys):
+    summary = babi_task.run(
+        ["--model", model, "--task", "1", "--workdir", str(tmp_path), "--embedding-dim", "16"] + TINY
+    )
+    out = capsys.readouterr().out
+    assert "solved (error < 5%)" in out and "single-supporting-fact" in out
+    written = json.loads((tmp_path / "results.json").read_text())
+    assert written["tasks"]["1"]["questions"] == 1000
+    assert written == json.loads(json.dumps(summary))
+    metrics = json.loads((tmp_path / "qa1" / "metrics.json").read_text())
+    assert [e["epoch"] for e in metrics["epochs"]] == [0, 1]
+    export_dir = pathlib.Path(summary["exports"]["qa1"])
+    assert export_dir.parent.name == f"babi_{model}_qa1" and export_dir.name == "1"
+    assert (export_dir / "assets" / "vocab.txt").is_file()
+
+    # The SavedModel answers in a fresh process that cannot import keras_relmem,
+    # with the predictions of the checkpointed model.
+    import keras
+
+    from keras_relmem.data import load_babi
+
+    data = load_babi(1, "en")
+    arrays = data.arrays("test")
+    np.savez(tmp_path / "inputs.npz", story=arrays["story"][:8], query=arrays["query"][:8])
+    code = f"""
+import sys
+sys.modules["keras_relmem"] = None
+import numpy as np, tensorflow as tf
+inputs = np.load(r"{tmp_path / 'inputs.npz'}")
+serve = tf.saved_model.load(r"{export_dir}").signatures["serving_default"]
+out = serve(story=tf.constant(inputs["story"]), query=tf.constant(inputs["query"]))
+np.save(r"{tmp_path / 'probs.npy'}", out["probabilities"].numpy())
+print(out["top_answers"].numpy()[0, 0].decode())
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] in data.answer_vocab.tokens
+    model_back = keras.saving.load_model(tmp_path / "qa1" / "checkpoint.keras")
+    expected = keras.ops.softmax(model_back.predict({"story": arrays["story"][:8], "query": arrays["query"][:8]}, verbose=0))
+    np.testing.assert_allclose(np.load(tmp_path / "probs.npy"), expected, atol=1e-5)
+
+
+def test_joint_training_reports_every_task(tmp_path, capsys):
+    summary = babi_task.run(
+        ["--task", "all", "--joint", "--workdir", str(tmp_path), "--embedding-dim", "8", "--num-blocks", "2", "--no-export"]
+        + TINY
+    )
+    assert sorted(int(t) for t in summary["tasks"]) == list(range(1, 21))
+    assert "/20" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--task", "21"], "tasks are 1..20"),
+        (["--task", "3", "--data", "en-10k"], "qa3_three-supporting-facts_train.txt"),
+        (["--model", "transformer"], "invalid choice"),
+        (["--epochs", "0"], "--epochs must be positive"),
+    ],
+)
+def test_impossible_combinations_fail_before_training(argv, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        babi_task.run(argv + ["--workdir", str(tmp_path)])
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "qa1").exists()
+
+
+def test_data_dir_without_babi_files(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        babi_task.run(["--data-dir", str(tmp_path), "--workdir", str(tmp_path / "w")])
+    assert "No bAbI files" in capsys.readouterr().err
+
+
+def test_help_lists_the_flags():
+    result = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, timeout=120)
+    for flag in ("--model", "--joint", "--strategy", "--resume", "--logdir", "--seed", "--export-dir"):
+        assert flag in result.stdout
+
+
+def test_killed_run_resumes_from_last_completed_epoch(tmp_path):
+    """SIGKILL mid-training, rerun the same command: it continues and ends at the same epoch count."""
+    workdir = tmp_path / "run"
+    command = [
+        sys.executable, str(SCRIPT), "--task", "1", "--epochs", "6", "--embedding-dim", "16",
+        "--batch-size", "8", "--workdir", str(workdir), "--resume", "--no-export", "--verbose", "0",
+    ]
+    metrics_file = workdir / "qa1" / "metrics.json"
+    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        if metrics_file.is_file() and len(json.loads(metrics_file.read_text())["epochs"]) >= 2:
+            break
+        time.sleep(0.2)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    done_before = len(json.loads(metrics_file.read_text())["epochs"])
+    assert 2 <= done_before < 6, "the run must be killed mid-training"
+
+    second = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    record = json.loads(metrics_file.read_text())
+    assert [e["epoch"] for e in record["epochs"]] == list(range(6))
+    assert record["starts"][0] == 0 and record["starts"][-1] >= 2
+    assert json.loads((workdir / "results.json").read_text())["tasks"]["1"]["questions"] == 1000
