@@ -48,11 +48,36 @@ def get_strategy(name="auto", tpu_address=None):
     if name == "multiworker":
         if "TF_CONFIG" in os.environ:
             json.loads(os.environ["TF_CONFIG"])  # a clear JSON error before TF's
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        return _reduce_nested_values(tf.distribute.MultiWorkerMirroredStrategy())
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address or "")
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
     return tf.distribute.TPUStrategy(resolver)
+
+
+def _reduce_nested_values(strategy):
+    """Make `strategy.reduce` work the way Keras 3's `fit` calls it.
+
+    Two Keras 3 / multi-worker incompatibilities (tensorflow#72388): `fit`
+    reduces a whole `(features, labels)` batch in one call, which this
+    strategy only accepts for single tensors, and it reduces scalar metrics
+    with `axis=0`, which fails on a 0-d value. Reducing leaf by leaf, over
+    the replicas only for scalars, gives the intended results.
+    """
+    import tensorflow as tf
+
+    reduce = strategy.reduce
+
+    def reduce_leaf(reduce_op, leaf, axis):
+        if axis is not None and strategy.experimental_local_results(leaf)[0].shape.rank == 0:
+            axis = None
+        return reduce(reduce_op, leaf, axis)
+
+    def nested_reduce(reduce_op, value, axis=None):
+        return tf.nest.map_structure(lambda leaf: reduce_leaf(reduce_op, leaf, axis), value)
+
+    strategy.reduce = nested_reduce
+    return strategy
 
 
 def is_chief():
