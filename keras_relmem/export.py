@@ -128,3 +128,53 @@ def export_babi(model, data, base_dir, name="babi", version=None, top_k=3):
             ],
         )
         return _write_atomically(archive, path)
+
+
+def export_lm(model, vocab, base_dir, name="lm", version=None, top_k=5):
+    """Export a next-word model for TF Serving.
+
+    `model` must be non-stateful (rebuild with `stateful=False` and copy the
+    weights of a stateful training model). Signature
+    `serving_default(ids int32 (b, t))` returns `top_words (b, top_k)` strings
+    and `top_probabilities (b, top_k)` for the word after the prefix, and
+    `probabilities (b, vocab)`. The vocabulary is the asset `vocab.txt`.
+
+    Args:
+        model: a non-stateful model from `build_language_model`.
+        vocab: its `Vocabulary`.
+        base_dir, name, version: as for `export_babi`.
+        top_k: words returned per prefix.
+
+    Returns:
+        The version directory written.
+
+    Example:
+
+    ```python
+    export_lm(serving_model, corpus.vocab, "exports", name="lm_rmc")
+    ```
+    """
+    import tensorflow as tf
+
+    path = version_dir(base_dir, name, version)
+    with tempfile.TemporaryDirectory() as tmp:
+        vocab_file = vocab.save(pathlib.Path(tmp) / "vocab.txt")
+        archive = keras.export.ExportArchive()
+        archive.track(model)
+        words = _index_to_string_table(vocab_file)
+        archive.track(words)
+
+        def serve(ids):
+            logits = model(ids, training=False)[:, -1, :]
+            probabilities = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
+            top = tf.math.top_k(probabilities, k=top_k)
+            return {
+                "probabilities": probabilities,
+                "top_words": words.lookup(tf.cast(top.indices, tf.int64)),
+                "top_probabilities": top.values,
+            }
+
+        archive.add_endpoint(
+            "serving_default", serve, input_signature=[tf.TensorSpec((None, None), tf.int32, "ids")]
+        )
+        return _write_atomically(archive, path)

@@ -112,7 +112,8 @@ def run_fit(
     if not resume and backup.exists():
         shutil.rmtree(backup)
     metrics = MetricsJSON(workdir / "metrics.json", resume=resume)
-    all_callbacks = [metrics]
+    # The caller's callbacks first, so what they add to the logs is recorded.
+    all_callbacks = list(callbacks) + [metrics]
     if schedule is not None:
         all_callbacks.append(keras.callbacks.LearningRateScheduler(schedule))
     all_callbacks += [
@@ -122,7 +123,6 @@ def run_fit(
     ]
     if logdir:
         all_callbacks.append(keras.callbacks.TensorBoard(str(logdir)))
-    all_callbacks += list(callbacks)
     model.fit(
         train,
         validation_data=validation,

@@ -250,8 +250,9 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
         flat = ops.reshape(inputs, (ops.shape(inputs)[0], -1))
         return ops.expand_dims(self.input_projection(flat), 1)
 
-    def _multihead_attention(self, block, memory, dropout_mask):
+    def _multihead_attention(self, block, memory, dropout_mask, query_rows=None):
         rows = memory.shape[1]
+        query_rows = query_rows or rows
         qkv = self.qkv_norms[block](
             utils.dense_on_rows(self.qkv_projections[block], memory)
         )
@@ -259,23 +260,33 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
             qkv, (-1, rows, self.num_heads, 2 * self.key_size + self.head_size)
         )
         qkv = ops.transpose(qkv, (0, 2, 1, 3))  # (batch, heads, rows, size)
-        q = qkv[..., : self.key_size] * (self.key_size**-0.5)
+        q = qkv[:, :, :query_rows, : self.key_size] * (self.key_size**-0.5)
         k = qkv[..., self.key_size : 2 * self.key_size]
         v = qkv[..., 2 * self.key_size :]
         logits = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
         # Softmax in float32 so that mixed precision does not saturate it.
         weights = ops.cast(ops.softmax(ops.cast(logits, "float32"), axis=-1), v.dtype)
         if dropout_mask is not None:
-            weights = weights * dropout_mask
-        attended = ops.matmul(weights, v)  # (batch, heads, rows, head_size)
+            weights = weights * dropout_mask[:, :, :query_rows, :]
+        attended = ops.matmul(weights, v)  # (batch, heads, query_rows, head_size)
         attended = ops.transpose(attended, (0, 2, 1, 3))
-        return ops.reshape(attended, (-1, rows, self.mem_size)), weights
+        return ops.reshape(attended, (-1, query_rows, self.mem_size)), weights
 
     def _attend_over_memory(self, memory, dropout_mask=None):
         attention = []
         for block in range(self.num_blocks):
-            attended, weights = self._multihead_attention(block, memory, dropout_mask)
+            # The input rows are dropped after the last block, and every
+            # operation after attention is row-wise: the last block only needs
+            # queries, LayerNorms and the MLP for the memory rows (same result
+            # as Sonnet, less work; half the MLP with one slot).
+            last = block == self.num_blocks - 1
+            query_rows = self.mem_slots if last else None
+            attended, weights = self._multihead_attention(
+                block, memory, dropout_mask, query_rows
+            )
             attention.append(weights)
+            if last:
+                memory = memory[:, : self.mem_slots, :]
             memory = self.attention_norms[block](memory + attended)
             hidden = memory
             for layer in self.attention_mlp:
@@ -296,8 +307,9 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
         """One step on an unflattened memory.
 
         Returns `(next_memory, attention)` where `attention` is a list with one
-        `(batch, heads, rows, rows)` weight tensor per block (rows = slots +
-        input rows). Useful for inspection; `call` wraps it for `keras.layers.RNN`.
+        weight tensor per block, `(batch, heads, rows, rows)` (rows = slots +
+        input rows), except the last block's `(batch, heads, slots, rows)`:
+        what the memory slots attend to. Useful for inspection; `call` wraps it for `keras.layers.RNN`.
         """
         input_rows = self._project_input(inputs)
         memory_plus_input = ops.concatenate([memory, input_rows], axis=1)
@@ -305,7 +317,6 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
         next_memory, attention = self._attend_over_memory(
             memory_plus_input, dropout_mask
         )
-        next_memory = next_memory[:, : self.mem_slots, :]
         if self.gate_style is not None:
             # Sonnet gates on the first projected input row.
             input_gate, forget_gate = self._gates(input_rows[:, 0, :], memory)

@@ -13,6 +13,7 @@ import sys
 import time
 
 from keras_relmem.data import babi as babi_data
+from keras_relmem.tasks import common
 
 # The embedded default: what `python tasks/train_babi.py` runs with no
 # arguments (EntNet, task 1 of the 1k set, ~1 minute on 2 CPU cores).
@@ -54,8 +55,8 @@ def build_parser():
     parser.add_argument("--data", choices=babi_data.DATASETS, default="en", help="1k or 10k questions per task")
     parser.add_argument("--data-dir", default=None, help="local bAbI copy (default $KERAS_RELMEM_DATA)")
     parser.add_argument("--memory-size", type=int, default=None, help="sentences kept (default 70; 130 with task 3)")
-    parser.add_argument("--epochs", type=int, default=None, help="default: the model's recipe (EntNet 200)")
-    parser.add_argument("--batch-size", type=int, default=None, help="global batch size (default 32)")
+    parser.add_argument("--epochs", type=common.positive_int, default=None, help="default: the model's recipe (EntNet 200)")
+    parser.add_argument("--batch-size", type=common.positive_int, default=None, help="global batch size (default 32)")
     parser.add_argument("--learning-rate", type=float, default=None)
     parser.add_argument("--halve-every", type=int, default=None, help="halve the learning rate every N epochs")
     parser.add_argument("--clipnorm", type=float, default=None, help="gradient norm clip (default 40)")
@@ -65,17 +66,7 @@ def build_parser():
     parser.add_argument("--num-heads", type=int, default=None, help="RMC attention heads")
     parser.add_argument("--head-size", type=int, default=None, help="RMC head size")
     parser.add_argument("--validation-split", type=float, default=0.1)
-    parser.add_argument("--strategy", choices=["auto", "default", "mirrored", "multiworker", "tpu"], default="auto")
-    parser.add_argument("--jit-compile", action="store_true", help="compile the training step with XLA")
-    parser.add_argument("--workdir", default="runs/babi", help="checkpoints, metrics and results (default runs/babi)")
-    parser.add_argument("--resume", action="store_true", help="continue from the last completed epoch in --workdir")
-    parser.add_argument("--logdir", default=None, help="TensorBoard log folder")
-    parser.add_argument("--export-dir", default=None, help="TF Serving base folder (default WORKDIR/export)")
-    parser.add_argument("--no-export", action="store_true")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-steps", type=int, default=None, help="cap steps per epoch (smoke tests)")
-    parser.add_argument("--verbose", type=int, choices=[0, 1, 2], default=1, help="Keras progress output")
-    return parser
+    return common.add_run_arguments(parser, "runs/babi")
 
 
 def resolve_args(argv):
@@ -127,9 +118,6 @@ def check_inputs(args):
         raise ValueError(f"--memory-size must be positive; got {args.memory_size}")
     if not 0 <= args.validation_split < 1:
         raise ValueError(f"--validation-split must be in [0, 1); got {args.validation_split}")
-    for name in ("epochs", "batch_size"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be positive; got {getattr(args, name)}")
 
 
 def per_task_accuracy(model, data, batch_size=256):
@@ -168,7 +156,7 @@ def train_one(args, tasks, workdir, strategy):
     from keras_relmem.models import build_babi_model
 
     data = load_data(args, tasks)
-    static = distribute.needs_static_batches(strategy) or args.jit_compile
+    static = distribute.needs_static_batches(strategy) or bool(args.jit_compile)
     train = data.dataset("train", args.batch_size, seed=args.seed, drop_remainder=static)
     validation = (
         data.dataset("validation", args.batch_size, drop_remainder=static)
@@ -192,7 +180,7 @@ def train_one(args, tasks, workdir, strategy):
             keras.optimizers.Adam(args.learning_rate, clipnorm=args.clipnorm),
             keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             metrics=["accuracy"],
-            jit_compile=args.jit_compile,
+            jit_compile=bool(args.jit_compile),
         )
     schedule = training.step_decay(args.learning_rate, 0.5, args.halve_every)
     start = time.time()

@@ -156,7 +156,7 @@ def test_matrix_input_appends_one_row_per_input_row():
     memory = cell.get_initial_state(BATCH)[0]
     memory = keras.ops.reshape(memory, (BATCH, 2, 4))
     _, attention = cell.step(x, memory)
-    assert attention[0].shape == (BATCH, 1, 5, 5)
+    assert attention[0].shape == (BATCH, 1, 2, 5)  # slots attend to slots + rows
     # Changing one input row changes the memory: every row is attended.
     x2 = x.copy()
     x2[:, 2] += 1.0

@@ -81,7 +81,7 @@ def test_joint_training_reports_every_task(tmp_path, capsys):
         (["--task", "21"], "tasks are 1..20"),
         (["--task", "3", "--data", "en-10k"], "qa3_three-supporting-facts_train.txt"),
         (["--model", "transformer"], "invalid choice"),
-        (["--epochs", "0"], "--epochs must be positive"),
+        (["--epochs", "0"], "must be a positive integer"),
     ],
 )
 def test_impossible_combinations_fail_before_training(argv, message, tmp_path, capsys):

@@ -1,0 +1,178 @@
+"""Word-level language models: embedding, a recurrent core, tied or untied softmax."""
+
+import keras
+from keras import ops
+
+from keras_relmem.layers import RelationalMemoryCell
+
+MODELS = ("rmc", "lstm")
+
+# The RMC defaults are the PyTorch RMC port's PTB configuration (the RMC
+# paper's LM set-up scaled to a CPU: one memory slot with a large head); the
+# LSTM baseline has a similar number of parameters.
+DEFAULTS = {
+    "rmc": {
+        "embedding_dim": 192,
+        "mem_slots": 1,
+        "head_size": 192,
+        "num_heads": 4,
+        "key_size": 64,
+        "attention_mlp_layers": 3,
+        "num_blocks": 1,
+        "gate_style": "unit",
+        "tied": True,
+    },
+    "lstm": {"embedding_dim": 192, "units": 1000, "tied": True},
+}
+
+
+@keras.saving.register_keras_serializable(package="keras_relmem")
+class ReversibleEmbedding(keras.layers.Embedding):
+    """An embedding that also maps vectors back to vocabulary logits (weight tying).
+
+    `layer(ids)` embeds; `layer(h, reverse=True)` returns `h E^T + b`. Using one
+    layer for both keeps the tie through `get_config` and `.keras` saving.
+
+    Args:
+        input_dim, output_dim, **kwargs: as for `keras.layers.Embedding`.
+
+    Reference: Press & Wolf, "Using the output embedding to improve language
+    models", EACL 2017; Inan et al., ICLR 2017.
+    """
+
+    def build(self, input_shape=None):
+        super().build(input_shape)
+        self.reverse_bias = self.add_weight(
+            shape=(self.input_dim,), initializer="zeros", name="reverse_bias"
+        )
+
+    def call(self, inputs, reverse=False):
+        if not reverse:
+            return super().call(inputs)
+        matrix = ops.cast(self.embeddings, inputs.dtype)
+        return ops.matmul(inputs, ops.transpose(matrix)) + ops.cast(self.reverse_bias, inputs.dtype)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    # keras' Embedding saves only its matrix; save every weight, in order.
+    def save_own_variables(self, store):
+        keras.layers.Layer.save_own_variables(self, store)
+
+    def load_own_variables(self, store):
+        keras.layers.Layer.load_own_variables(self, store)
+
+    def compute_output_shape(self, input_shape, reverse=False):
+        if reverse:
+            return tuple(input_shape[:-1]) + (self.input_dim,)
+        return super().compute_output_shape(input_shape)
+
+    def compute_output_spec(self, inputs, reverse=False):
+        shape = self.compute_output_shape(inputs.shape, reverse=reverse)
+        return keras.KerasTensor(shape, dtype=self.compute_dtype)
+
+
+def lm_defaults(model):
+    if model not in DEFAULTS:
+        raise ValueError(f"model must be one of {MODELS}; received {model!r}.")
+    return dict(DEFAULTS[model])
+
+
+def build_language_model(
+    model,
+    vocab_size,
+    batch_size=None,
+    sequence_length=None,
+    stateful=False,
+    **hparams,
+):
+    """A next-word model: `(batch, time)` ids -> `(batch, time, vocab)` logits.
+
+    Args:
+        model: `"rmc"` (RelationalMemoryCell core) or `"lstm"` (keras LSTM).
+        vocab_size: int.
+        batch_size: int, required with `stateful=True` (truncated BPTT).
+        sequence_length: int or None (any length).
+        stateful: carry the recurrent state from batch to batch.
+        **hparams: overrides of `DEFAULTS[model]`; `tied=True` shares the
+            embedding matrix with the softmax (with a linear projection from
+            the core's output to `embedding_dim` when their sizes differ).
+
+    Returns:
+        An uncompiled `keras.Model` named `lm_<model>`.
+
+    Example:
+
+    ```python
+    model = build_language_model("rmc", 10000, batch_size=64, stateful=True)
+    ```
+    """
+    config = lm_defaults(model)
+    unknown = set(hparams) - set(config)
+    if unknown:
+        raise ValueError(f"Unknown hyper-parameters for {model}: {sorted(unknown)}; known: {sorted(config)}.")
+    config.update({k: v for k, v in hparams.items() if v is not None})
+    if stateful and not batch_size:
+        raise ValueError("stateful=True needs a fixed batch_size.")
+    ids = keras.Input((sequence_length,), batch_size=batch_size, dtype="int32", name="ids")
+    embedding = ReversibleEmbedding(vocab_size, config["embedding_dim"], name="embedding")
+    x = embedding(ids)
+    if model == "rmc":
+        cell = RelationalMemoryCell(
+            mem_slots=config["mem_slots"],
+            head_size=config["head_size"],
+            num_heads=config["num_heads"],
+            key_size=config["key_size"],
+            attention_mlp_layers=config["attention_mlp_layers"],
+            num_blocks=config["num_blocks"],
+            gate_style=config["gate_style"],
+        )
+        h = keras.layers.RNN(cell, return_sequences=True, stateful=stateful, name="core")(x)
+    else:
+        h = keras.layers.LSTM(
+            config["units"], return_sequences=True, stateful=stateful, name="core"
+        )(x)
+    if config["tied"]:
+        if h.shape[-1] != config["embedding_dim"]:
+            h = keras.layers.Dense(config["embedding_dim"], name="projection")(h)
+        logits = embedding(h, reverse=True)
+    else:
+        logits = keras.layers.Dense(vocab_size, name="softmax")(h)
+    return keras.Model(ids, logits, name=f"lm_{model}")
+
+
+def reset_memory(model):
+    """Set every stateful RNN of `model` to its cell's initial state.
+
+    Keras' `reset_state()` zeroes states; the RMC's memory starts at the
+    identity, so use this between epochs or documents instead.
+    """
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.RNN) and layer.stateful and layer.states is not None:
+            batch = layer.states[0].shape[0]
+            initial = layer.get_initial_state(batch)
+            for variable, value in zip(layer.states, initial):
+                variable.assign(ops.cast(value, variable.dtype))
+
+
+class ResetMemory(keras.callbacks.Callback):
+    """Start every epoch and every evaluation from the initial memory."""
+
+    def on_epoch_begin(self, epoch, logs=None):
+        reset_memory(self.model)
+
+    def on_test_begin(self, logs=None):
+        reset_memory(self.model)
+
+
+class Perplexity(keras.callbacks.Callback):
+    """Adds `perplexity` and `val_perplexity` (exp of the mean cross-entropy) to the logs."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        import math
+
+        if logs is None:
+            return
+        for key in ("loss", "val_loss"):
+            if key in logs:
+                logs[key.replace("loss", "perplexity")] = math.exp(min(float(logs[key]), 50.0))

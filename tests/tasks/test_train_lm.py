@@ -1,0 +1,97 @@
+"""tasks/train_lm.py and tasks/train_nth_farthest.py end to end on tiny settings."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from keras_relmem.models import language_model
+from keras_relmem.tasks import lm as lm_task
+from keras_relmem.tasks import nth_farthest
+
+needs_data = pytest.mark.skipif(
+    not os.environ.get("KERAS_RELMEM_DATA"), reason="needs KERAS_RELMEM_DATA (../shared/data)"
+)
+TINY_RMC = ["--embedding-dim", "16", "--head-size", "8", "--num-heads", "2", "--key-size", "4"]
+
+
+@needs_data
+@pytest.mark.parametrize("model,sizes", [("rmc", TINY_RMC), ("lstm", ["--embedding-dim", "16", "--units", "24"])])
+def test_lm_tiny_run_reports_perplexity_and_exports(model, sizes, tmp_path, capsys):
+    results = lm_task.run(
+        ["--model", model, "--epochs", "2", "--max-steps", "2", "--batch-size", "4", "--bptt", "10",
+         "--workdir", str(tmp_path), "--verbose", "0", "--no-jit-compile"] + sizes
+    )
+    out = capsys.readouterr().out
+    assert "validation perplexity" in out and "test perplexity" in out
+    assert len(results["epochs"]) == 2
+    assert all(1 < e["val_perplexity"] < 20000 for e in results["epochs"])
+    assert json.loads((tmp_path / "results.json").read_text())["test_perplexity"] == pytest.approx(results["test_perplexity"])
+    # The next-word SavedModel answers in a process that cannot import keras_relmem.
+    code = f"""
+import sys
+sys.modules["keras_relmem"] = None
+import tensorflow as tf
+serve = tf.saved_model.load(r"{results['export']}").signatures["serving_default"]
+out = serve(ids=tf.constant([[5, 6, 7]], tf.int32))
+p = out["probabilities"].numpy()
+assert abs(p.sum() - 1) < 1e-4 and p.shape == (1, 10000), p.shape
+print(out["top_words"].numpy()[0, 0].decode())
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_stateful_lm_carries_memory_and_resets_to_identity():
+    model = language_model.build_language_model(
+        "rmc", 50, batch_size=2, sequence_length=6, stateful=True,
+        embedding_dim=8, head_size=4, num_heads=2, key_size=4,
+    )
+    ids = np.random.default_rng(0).integers(50, size=(2, 12))
+    whole = language_model.build_language_model(
+        "rmc", 50, embedding_dim=8, head_size=4, num_heads=2, key_size=4,
+    )
+    whole.set_weights(model.get_weights())
+    language_model.reset_memory(model)
+    model(ids[:, :6])
+    second = np.asarray(model(ids[:, 6:]))
+    np.testing.assert_allclose(second, np.asarray(whole(ids))[:, 6:], atol=1e-4)
+    language_model.reset_memory(model)
+    state = np.asarray(model.get_layer("core").states[0])
+    np.testing.assert_array_equal(state[:, :8], np.tile(np.eye(1, 8), (2, 1)))
+
+
+def test_tied_softmax_uses_the_embedding_and_saves(tmp_path):
+    import keras
+
+    model = language_model.build_language_model("lstm", 30, embedding_dim=6, units=6)
+    ids = np.arange(10).reshape(2, 5)
+    embedding = model.get_layer("embedding")
+    core_out = keras.Model(model.input, model.get_layer("core").output)(ids)
+    expected = np.asarray(core_out) @ np.asarray(embedding.embeddings).T + np.asarray(embedding.reverse_bias)
+    np.testing.assert_allclose(model(ids), expected, atol=1e-5)
+    model.save(tmp_path / "lm.keras")
+    loaded = keras.saving.load_model(tmp_path / "lm.keras")
+    np.testing.assert_allclose(loaded(ids), model(ids), atol=1e-6)
+
+
+def test_lm_flags_are_checked(capsys, tmp_path):
+    with pytest.raises(SystemExit):
+        lm_task.run(["--bptt", "0", "--workdir", str(tmp_path)])
+    assert "--bptt" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        lm_task.run(["--data-dir", str(tmp_path), "--workdir", str(tmp_path)])
+    assert "No ptb train file" in capsys.readouterr().err
+
+
+def test_nth_farthest_tiny_run_reports_accuracy_curve(tmp_path, capsys):
+    results = nth_farthest.run(
+        ["--epochs", "2", "--train-examples", "256", "--test-examples", "64", "--mem-slots", "2",
+         "--head-size", "8", "--num-heads", "2", "--workdir", str(tmp_path), "--verbose", "0"]
+    )
+    assert [p["epoch"] for p in results["curve"]] == [1, 2]
+    assert "accuracy over training" in capsys.readouterr().out
+    assert (tmp_path / "export" / "nth_farthest_rmc" / "1" / "saved_model.pb").is_file()
