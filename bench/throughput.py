@@ -11,14 +11,14 @@ Usage:
 
 import argparse
 import os
-import time
-
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import keras_relmem as kr  # noqa: E402
+
+from timing import seconds_per_step  # noqa: E402  (bench/timing.py)
 
 
 def cell_params(cell, features):
@@ -53,14 +53,9 @@ def steps_per_second(cell_factory, args, jit):
         jit_compile=jit,
     )
     rng = np.random.default_rng(0)
-    x = rng.normal(size=(args.batch * args.iters, args.steps, args.features)).astype(
-        "float32"
-    )
-    y = rng.integers(10, size=(args.batch * args.iters,))
-    model.fit(x[: args.batch * 2], y[: args.batch * 2], batch_size=args.batch, verbose=0)
-    start = time.perf_counter()
-    model.fit(x, y, batch_size=args.batch, epochs=1, verbose=0)
-    return args.iters / (time.perf_counter() - start)
+    x = rng.normal(size=(args.batch * (args.iters + 2), args.steps, args.features))
+    y = rng.integers(10, size=(len(x),))
+    return 1.0 / seconds_per_step(model, x.astype("float32"), y, args.batch)
 
 
 def main():

@@ -56,8 +56,8 @@ def model_hparams(args):
 
 def run(argv=None):
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    # XLA is the faster choice on CPU for these cores (see bench/lm_speed.py).
-    jit = True if args.jit_compile is None else args.jit_compile
+    # Graph mode beats XLA for these models on CPU (bench/lm_speed.py).
+    jit = bool(args.jit_compile)
     try:
         corpus = lm_data.load_corpus(args.corpus, args.data_dir)
     except (FileNotFoundError, ValueError, ConnectionError) as error:
