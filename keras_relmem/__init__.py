@@ -3,6 +3,8 @@
 - `RelationalMemoryCell`: the Relational Memory Core (Santoro et al. 2018).
 - `EntNetCell`, `EntNetEncoder`, `EntNetReadout`: the Recurrent Entity Network
   (Henaff et al. 2017).
+- `MEMO`: multi-head recurrent attention over separate facts with adaptive
+  hops (Banino et al. 2020).
 """
 
 __version__ = "0.1.0"
@@ -10,12 +12,14 @@ __version__ = "0.1.0"
 from keras_relmem.layers import EntNetCell  # noqa: E402
 from keras_relmem.layers import EntNetEncoder  # noqa: E402
 from keras_relmem.layers import EntNetReadout  # noqa: E402
+from keras_relmem.layers import MEMO  # noqa: E402
 from keras_relmem.layers import RelationalMemoryCell  # noqa: E402
 
 __all__ = [
     "EntNetCell",
     "EntNetEncoder",
     "EntNetReadout",
+    "MEMO",
     "RelationalMemoryCell",
     "__version__",
 ]

@@ -1,0 +1,518 @@
+"""MEMO (Banino et al. 2020): multi-head recurrent attention over separate facts,
+with an adaptive number of hops chosen by a halting policy.
+
+Everything here is `keras.ops` math. The REINFORCE training step that uses
+`MEMO.unrolled` and `reinforce_halting_loss` lives in `keras_relmem.models.memo`.
+"""
+
+import keras
+from keras import ops
+
+from keras_relmem.layers import utils
+
+HALTING_MODES = ("reinforce", "act", None)
+_NEG_INF = -1e9
+
+
+def bhattacharyya_distance(p, q, epsilon=1e-10):
+    """`-log(sum_i sqrt(p_i q_i))` over the last axis (0 for equal distributions)."""
+    coefficient = ops.sum(ops.sqrt(ops.maximum(p * q, 0.0)), axis=-1)
+    return -ops.log(ops.maximum(coefficient, epsilon))
+
+
+@keras.saving.register_keras_serializable(package="keras_relmem")
+class HaltingPolicy(keras.layers.Layer):
+    """MEMO's halting network: a GRU over [distance, one-hot hop] and an MLP.
+
+    Each hop it reads the Bhattacharyya distance between this hop's and the
+    previous hop's attention weights and the one-hot hop index, updates a GRU
+    state and outputs a halting logit (`P(halt) = sigmoid(logit)`) and a value
+    estimate (the REINFORCE baseline).
+
+    Args:
+        max_hops: int, N (the one-hot size).
+        gru_units: int (default 256, as in the paper).
+        mlp_units: int (default 64, as in the paper).
+        bias_init: float, initial bias of the halting logit; negative values
+            make the untrained policy prefer another hop (default -3.0, so
+            P(halt) starts near 0.05).
+        **kwargs: standard layer arguments.
+
+    Reference: Banino et al., "MEMO: a deep network for flexible combination
+    of episodic memories", ICLR 2020, arXiv:2001.10913 (§2.3).
+    """
+
+    def __init__(self, max_hops, gru_units=256, mlp_units=64, bias_init=-3.0, **kwargs):
+        super().__init__(**kwargs)
+        utils.check_positive_int("max_hops", max_hops)
+        utils.check_positive_int("gru_units", gru_units)
+        utils.check_positive_int("mlp_units", mlp_units)
+        self.max_hops = max_hops
+        self.gru_units = gru_units
+        self.mlp_units = mlp_units
+        self.bias_init = float(bias_init)
+        self.gru = keras.layers.GRUCell(gru_units, dtype=self.dtype_policy, name="gru")
+        self.hidden = keras.layers.Dense(mlp_units, activation="relu", dtype=self.dtype_policy, name="mlp")
+        self.halt = keras.layers.Dense(
+            1, bias_initializer=keras.initializers.Constant(self.bias_init),
+            dtype=self.dtype_policy, name="halt",
+        )
+        self.value = keras.layers.Dense(1, dtype=self.dtype_policy, name="value")
+
+    def build(self, input_shape=None):
+        batch = None
+        self.gru.build((batch, 1 + self.max_hops))
+        self.hidden.build((batch, self.gru_units))
+        self.halt.build((batch, self.mlp_units))
+        self.value.build((batch, self.mlp_units))
+        self.built = True
+
+    def initial_state(self, batch_size):
+        return ops.zeros((batch_size, self.gru_units), dtype=self.compute_dtype)
+
+    def call(self, distance, hop, state):
+        """One hop: `distance (batch,)`, `hop` int (0-based), `state (batch, units)`.
+
+        Returns `(halt_logit (batch,), value (batch,), new_state)`.
+        """
+        batch = ops.shape(distance)[0]
+        one_hot = ops.one_hot(ops.full((batch,), hop, dtype="int32"), self.max_hops, dtype=self.compute_dtype)
+        features = ops.concatenate([ops.expand_dims(ops.cast(distance, self.compute_dtype), -1), one_hot], -1)
+        output, new_state = self.gru(features, [state])
+        hidden = self.hidden(output)
+        return self.halt(hidden)[:, 0], self.value(hidden)[:, 0], new_state[0]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "max_hops": self.max_hops,
+                "gru_units": self.gru_units,
+                "mlp_units": self.mlp_units,
+                "bias_init": self.bias_init,
+            }
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_relmem")
+class MEMO(keras.layers.Layer):
+    """MEMO: recurrent multi-head attention over separately stored facts.
+
+    Facts stay separate (never summed): fact `i` with items `c_i1..c_iS`
+    (each `d_c`-dimensional) is flattened to `vec(c_i)`; per head `h`, keys
+    `k_hi = W_k^h vec(c_i)` and values `v_hi = W_v^h vec(c_i)` (size `d`). The
+    query starts as `Q_0 = W_q0 vec(query)` (size `H d`). At hop `t`:
+
+        logits_hi = k_hi^T W_h q_h / sqrt(d)     (W_h: per-head logit mixing)
+        w_h       = softmax_i(logits_h)           (padded facts masked; dropout)
+        q'_h      = sum_i w_hi v_hi
+        Q_t       = LayerNorm(W_q vec(q'_1..q'_H) + Q_{t-1})
+        answer_t  = W_a dropout(relu(W_qa Q_t))   (logits; softmax gives p)
+
+    and the halting policy reads the Bhattacharyya distance between `w` of
+    this hop and the last (uniform over the valid facts before the first hop)
+    with the one-hot hop index.
+
+    Calling the layer runs the adaptive inference loop and really stops: a
+    batch finishes when every example has halted (`P(halt) > 0.5`), or at
+    `max_hops`. It returns `(logits, hops)`: each example's answer logits at
+    its halting hop and the number of hops it took. `unrolled()` runs all
+    `max_hops` hops and returns everything the training losses need.
+
+    Args:
+        num_answers: int, answer classes.
+        key_size: int, `d`, size of keys, values and each head's query
+            (default 64).
+        num_heads: int, `H` (default 4).
+        max_hops: int, `N`, the hard stop (default 10).
+        answer_units: int, `d_a`, hidden size of the answer MLP (default 128).
+        attention_dropout: float, dropout on the attention weights (default 0.1).
+        answer_dropout: float, dropout before the answer layer (default 0.1).
+        halting: `"reinforce"` (default; the paper's policy), `"act"`
+            (Graves' adaptive computation time, appendix F) or `None`
+            (always `max_hops` hops).
+        halting_gru_units, halting_mlp_units: sizes of the halting network
+            (default 256 and 64, as in the paper).
+        bias_init: initial halting-logit bias (default -3.0).
+        halting_threshold: P(halt) above which inference stops (default 0.5).
+        act_epsilon: ACT's epsilon (default 0.01).
+        kernel_initializer: initializer of the projections (default glorot).
+        seed: optional int seed for dropout.
+        **kwargs: standard layer arguments.
+
+    Inputs:
+        `[facts, query]`: `facts (batch, I, S, d_c)`, `query (batch, Sq, d_c)`;
+        `mask` (optional): `(batch, I)` booleans, False for padded facts.
+
+    Example:
+
+    ```python
+    memo = keras_relmem.MEMO(num_answers=2, num_heads=4, max_hops=5)
+    logits, hops = memo([facts, query])
+    ```
+
+    Reference: Banino et al., "MEMO: a deep network for flexible combination
+    of episodic memories", ICLR 2020, arXiv:2001.10913 (§2.2-2.3, appendix D
+    and F).
+    """
+
+    def __init__(
+        self,
+        num_answers,
+        key_size=64,
+        num_heads=4,
+        max_hops=10,
+        answer_units=128,
+        attention_dropout=0.1,
+        answer_dropout=0.1,
+        halting="reinforce",
+        halting_gru_units=256,
+        halting_mlp_units=64,
+        bias_init=-3.0,
+        halting_threshold=0.5,
+        act_epsilon=0.01,
+        kernel_initializer="glorot_uniform",
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        for name, value in (
+            ("num_answers", num_answers), ("key_size", key_size), ("num_heads", num_heads),
+            ("max_hops", max_hops), ("answer_units", answer_units),
+        ):
+            utils.check_positive_int(name, value)
+        utils.check_rate("attention_dropout", attention_dropout)
+        utils.check_rate("answer_dropout", answer_dropout)
+        if halting not in HALTING_MODES:
+            raise ValueError(f"halting must be 'reinforce', 'act' or None; received halting={halting!r}.")
+        if not 0.0 < halting_threshold < 1.0:
+            raise ValueError(f"halting_threshold must be in (0, 1); received {halting_threshold!r}.")
+        self.num_answers = num_answers
+        self.key_size = key_size
+        self.num_heads = num_heads
+        self.max_hops = max_hops
+        self.answer_units = answer_units
+        self.attention_dropout = float(attention_dropout)
+        self.answer_dropout = float(answer_dropout)
+        self.halting = halting
+        self.halting_gru_units = halting_gru_units
+        self.halting_mlp_units = halting_mlp_units
+        self.bias_init = float(bias_init)
+        self.halting_threshold = float(halting_threshold)
+        self.act_epsilon = float(act_epsilon)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.supports_masking = True
+        size = num_heads * key_size
+        dense = lambda units, name, **kw: keras.layers.Dense(  # noqa: E731
+            units, kernel_initializer=utils.clone_initializer(self.kernel_initializer),
+            dtype=self.dtype_policy, name=name, **kw,
+        )
+        self.key_projection = dense(size, "keys", use_bias=False)
+        self.value_projection = dense(size, "values", use_bias=False)
+        self.query_projection = dense(size, "query0", use_bias=False)
+        self.hop_projection = dense(size, "W_q")
+        self.norm = keras.layers.LayerNormalization(dtype=self.dtype_policy, name="query_norm")
+        self.answer_hidden = dense(answer_units, "W_qa", activation="relu")
+        self.answer_output = dense(num_answers, "W_a")
+        self.policy = (
+            HaltingPolicy(max_hops, halting_gru_units, halting_mlp_units, bias_init,
+                          dtype=self.dtype_policy, name="halting_policy")
+            if halting is not None else None
+        )
+
+    def build(self, input_shape):
+        facts_shape, query_shape = input_shape
+        if len(facts_shape) != 4 or len(query_shape) != 3:
+            raise ValueError(
+                "MEMO takes [facts (batch, I, S, d_c), query (batch, Sq, d_c)]; received "
+                f"shapes {facts_shape} and {query_shape}."
+            )
+        fact_size = utils.prod(facts_shape[2:])
+        query_size = utils.prod(query_shape[1:])
+        size = self.num_heads * self.key_size
+        self.key_projection.build((None, fact_size))
+        self.value_projection.build((None, fact_size))
+        self.query_projection.build((None, query_size))
+        self.logit_mixing = self.add_weight(
+            shape=(self.num_heads, self.key_size, self.key_size),
+            initializer=lambda shape, dtype=None: ops.tile(
+                ops.expand_dims(ops.eye(self.key_size, dtype=dtype), 0), (self.num_heads, 1, 1)
+            ),
+            name="W_h",
+        )
+        self.hop_projection.build((None, size))
+        self.norm.build((None, size))
+        self.answer_hidden.build((None, size))
+        self.answer_output.build((None, self.answer_units))
+        if self.policy is not None:
+            self.policy.build()
+        self.built = True
+
+    # -- pieces -------------------------------------------------------------
+    def memory(self, facts, query):
+        """Keys and values `(batch, H, I, d)` and the initial query `(batch, H d)`."""
+        batch, facts_count = ops.shape(facts)[0], facts.shape[1]
+        flat = ops.reshape(facts, (-1, facts.shape[2] * facts.shape[3]))
+
+        def heads(x):
+            x = ops.reshape(x, (batch, facts_count, self.num_heads, self.key_size))
+            return ops.transpose(x, (0, 2, 1, 3))
+
+        keys = heads(self.key_projection(flat))
+        values = heads(self.value_projection(flat))
+        query0 = self.query_projection(ops.reshape(query, (batch, -1)))
+        return keys, values, query0
+
+    def hop(self, keys, values, query, mask=None, training=False):
+        """One hop: returns `(new_query, attention (batch, H, I), answer_logits)`."""
+        batch = ops.shape(query)[0]
+        q = ops.reshape(query, (batch, self.num_heads, 1, self.key_size))
+        mixing = ops.transpose(ops.cast(self.logit_mixing, q.dtype), (0, 2, 1))
+        mixed = ops.matmul(q, mixing)  # (b, H, 1, d): (W_h q_h)^T
+        logits = ops.matmul(mixed, ops.transpose(keys, (0, 1, 3, 2)))[:, :, 0, :]
+        logits = ops.cast(logits, "float32") / (self.key_size**0.5)
+        if mask is not None:
+            logits = ops.where(ops.expand_dims(mask, 1), logits, _NEG_INF)
+        attention = ops.softmax(logits, axis=-1)
+        weights = ops.cast(attention, values.dtype)
+        if training and self.attention_dropout > 0:
+            weights = keras.random.dropout(weights, self.attention_dropout, seed=self.seed_generator)
+        read = ops.matmul(ops.expand_dims(weights, 2), values)[:, :, 0, :]  # (b, H, d)
+        read = ops.reshape(read, (batch, self.num_heads * self.key_size))
+        new_query = self.norm(self.hop_projection(read) + query)
+        hidden = self.answer_hidden(new_query)
+        if training and self.answer_dropout > 0:
+            hidden = keras.random.dropout(hidden, self.answer_dropout, seed=self.seed_generator)
+        return new_query, attention, ops.cast(self.answer_output(hidden), "float32")
+
+    def uniform_attention(self, batch, facts_count, mask=None):
+        """The 'previous' attention before the first hop: uniform over valid facts."""
+        if mask is None:
+            ones = ops.ones((batch, self.num_heads, facts_count), "float32")
+        else:
+            ones = ops.repeat(ops.expand_dims(ops.cast(mask, "float32"), 1), self.num_heads, axis=1)
+        return ones / ops.maximum(ops.sum(ones, axis=-1, keepdims=True), 1.0)
+
+    def policy_step(self, attention, previous, hop, state):
+        """Halting logit and value for this hop; no gradient reaches MEMO."""
+        distance = ops.mean(
+            bhattacharyya_distance(ops.stop_gradient(attention), ops.stop_gradient(previous)), axis=-1
+        )
+        return self.policy(distance, hop=hop, state=state)
+
+    # -- training and inference ----------------------------------------------
+    def unrolled(self, inputs, mask=None, training=False):
+        """Run all `max_hops` hops.
+
+        Returns a dict of `answer_logits (batch, N, answers)`,
+        `attention (batch, N, H, I)`, `distances (batch, N)` and, with a
+        halting policy, `halt_logits (batch, N)` and `values (batch, N)`.
+        """
+        facts, query = inputs
+        if not self.built:  # called directly, before any __call__
+            self.build([tuple(facts.shape), tuple(query.shape)])
+        keys, values, q = self.memory(facts, query)
+        batch, facts_count = ops.shape(facts)[0], facts.shape[1]
+        previous = self.uniform_attention(batch, facts_count, mask)
+        state = self.policy.initial_state(batch) if self.policy is not None else None
+        answers, attentions, distances, halts, baselines = [], [], [], [], []
+        for t in range(self.max_hops):
+            q, attention, answer = self.hop(keys, values, q, mask, training)
+            answers.append(answer)
+            attentions.append(attention)
+            distances.append(ops.mean(bhattacharyya_distance(attention, previous), axis=-1))
+            if self.policy is not None:
+                halt, value, state = self.policy_step(attention, previous, t, state)
+                halts.append(ops.cast(halt, "float32"))
+                baselines.append(ops.cast(value, "float32"))
+            previous = attention
+        out = {
+            "answer_logits": ops.stack(answers, axis=1),
+            "attention": ops.stack(attentions, axis=1),
+            "distances": ops.stack(distances, axis=1),
+        }
+        if self.policy is not None:
+            out["halt_logits"] = ops.stack(halts, axis=1)
+            out["values"] = ops.stack(baselines, axis=1)
+        return out
+
+    def call(self, inputs, mask=None, training=False):
+        """Adaptive inference: `(logits (batch, answers), hops (batch,) int32)`."""
+        if isinstance(mask, (list, tuple)):
+            mask = mask[0] if mask and mask[0] is not None and len(mask[0].shape) == 2 else None
+        facts, query = inputs
+        keys, values, q0 = self.memory(facts, query)
+        batch, facts_count = ops.shape(facts)[0], facts.shape[1]
+        previous0 = self.uniform_attention(batch, facts_count, mask)
+        if self.policy is None:
+            q = q0
+            for _ in range(self.max_hops):
+                q, _, logits = self.hop(keys, values, q, mask, training)
+            return logits, ops.full((batch,), self.max_hops, dtype="int32")
+
+        state0 = self.policy.initial_state(batch)
+        final0 = ops.zeros((batch, self.num_answers), "float32")
+        halted0 = ops.zeros((batch,), "bool")
+        hops0 = ops.zeros((batch,), "int32")
+        mass0 = ops.zeros((batch,), "float32")  # ACT: cumulative halting probability
+
+        def cond(t, q, previous, state, final, halted, hops, mass):
+            return ops.logical_and(t < self.max_hops, ops.logical_not(ops.all(halted)))
+
+        def body(t, q, previous, state, final, halted, hops, mass):
+            q, attention, logits = self.hop(keys, values, q, mask, training)
+            halt_logit, _, state = self.policy_step(attention, previous, t, state)
+            p_halt = ops.sigmoid(ops.cast(halt_logit, "float32"))
+            last = t + 1 >= self.max_hops
+            if self.halting == "reinforce":
+                stop = ops.logical_or(p_halt > self.halting_threshold, last)
+                newly = ops.logical_and(stop, ops.logical_not(halted))
+                final = ops.where(ops.expand_dims(newly, -1), logits, final)
+            else:  # ACT: a probability-weighted mixture of the hops' answers
+                stop = ops.logical_or(mass + p_halt >= 1.0 - self.act_epsilon, last)
+                newly = ops.logical_and(stop, ops.logical_not(halted))
+                weight = ops.where(newly, 1.0 - mass, ops.where(halted, 0.0, p_halt))
+                final = final + ops.expand_dims(weight, -1) * ops.softmax(logits, axis=-1)
+                mass = mass + weight
+            hops = ops.where(newly, ops.cast(t + 1, "int32"), hops)
+            halted = ops.logical_or(halted, stop)
+            return t + 1, q, attention, state, final, halted, hops, mass
+
+        _, _, _, _, final, _, hops, _ = ops.while_loop(
+            cond, body, (ops.convert_to_tensor(0, "int32"), q0, previous0, state0, final0, halted0, hops0, mass0)
+        )
+        if self.halting == "act":
+            final = ops.log(ops.maximum(final, 1e-12))
+        return final, hops
+
+    def compute_mask(self, inputs, mask=None):
+        return None
+
+    def compute_output_spec(self, inputs, mask=None, training=False):
+        facts = inputs[0]
+        return (
+            keras.KerasTensor((facts.shape[0], self.num_answers), dtype="float32"),
+            keras.KerasTensor((facts.shape[0],), dtype="int32"),
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_answers": self.num_answers,
+                "key_size": self.key_size,
+                "num_heads": self.num_heads,
+                "max_hops": self.max_hops,
+                "answer_units": self.answer_units,
+                "attention_dropout": self.attention_dropout,
+                "answer_dropout": self.answer_dropout,
+                "halting": self.halting,
+                "halting_gru_units": self.halting_gru_units,
+                "halting_mlp_units": self.halting_mlp_units,
+                "bias_init": self.bias_init,
+                "halting_threshold": self.halting_threshold,
+                "act_epsilon": self.act_epsilon,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "seed": self.seed,
+            }
+        )
+        return config
+
+
+def reinforce_halting_loss(halt_logits, values, halt_hop, reward, gamma=0.9, alpha=0.1, beta=0.01, n_step=None):
+    """MEMO's halting-policy loss `L = L_pi + alpha L_V + beta L_hop`.
+
+    Args:
+        halt_logits: `(batch, N)` halting logits of every hop.
+        values: `(batch, N)` value estimates.
+        halt_hop: `(batch,)` int, the hop (1-based) at which the sampled policy
+            halted; `N` may be a forced stop.
+        reward: `(batch,)` float, 1 when the answer at `halt_hop` is right.
+        gamma: discount of the n-step returns.
+        alpha: weight of the value loss.
+        beta: weight of the expected-hops loss.
+        n_step: bootstrap horizon (default N: Monte-Carlo returns).
+
+    Returns:
+        dict with `loss` and its parts `policy`, `value`, `hops` (the
+        expected number of hops under the current policy), all batch means.
+
+    The episode's only reward comes when it halts (at step `T = halt_hop`).
+    Step `t <= T` took action "continue" (t < T) or "halt" (t = T, unless the
+    stop at `N` was forced and so not the policy's choice); its n-step return
+    is `R_t = gamma^(T-t) r` when `T - t < n`, else `gamma^n V_(t+n)`.
+    `L_pi = -sum_t log pi(a_t) (R_t - V_t)`, `L_V = 1/2 sum_t (R_t - V_t)^2`,
+    `L_hop = sum_t t P(first halt at t)`. The returns and advantages carry no
+    gradient.
+    """
+    halt_logits = ops.cast(halt_logits, "float32")
+    values = ops.cast(values, "float32")
+    reward = ops.cast(reward, "float32")
+    n_hops = halt_logits.shape[1]
+    n_step = n_hops if n_step is None else n_step
+    steps = ops.arange(1, n_hops + 1, dtype="float32")[None, :]  # 1..N
+    T = ops.cast(ops.expand_dims(halt_hop, -1), "float32")
+    taken = ops.cast(steps <= T, "float32")
+    is_halt = ops.cast(ops.logical_and(steps == T, steps < n_hops), "float32")
+    chose = taken * ops.cast(steps < n_hops, "float32")  # the stop at N is forced
+    log_halt = ops.log_sigmoid(halt_logits)
+    log_continue = ops.log_sigmoid(-halt_logits)
+    log_prob = is_halt * log_halt + (1.0 - is_halt) * log_continue
+    # n-step returns.
+    to_go = T - steps
+    mc_return = ops.power(gamma, to_go) * ops.expand_dims(reward, -1)
+    boot_index = ops.cast(ops.minimum(steps - 1 + n_step, n_hops - 1), "int32")
+    bootstrap = ops.take_along_axis(values, ops.broadcast_to(boot_index, ops.shape(values)), axis=1)
+    returns = ops.where(to_go < n_step, mc_return, ops.power(gamma, float(n_step)) * bootstrap)
+    returns = ops.stop_gradient(returns)
+    advantage = ops.stop_gradient(returns - values)
+    policy_loss = -ops.sum(chose * log_prob * advantage, axis=1)
+    value_loss = 0.5 * ops.sum(taken * ops.square(returns - values), axis=1)
+    # Expected hops: P(first halt at t) = p_t prod_{k<t}(1 - p_k), forced at N.
+    p_halt = ops.sigmoid(halt_logits)
+    survive = ops.cumprod(1.0 - p_halt, axis=1)
+    survive_before = ops.concatenate([ops.ones_like(survive[:, :1]), survive[:, :-1]], axis=1)
+    first_halt = survive_before * p_halt
+    first_halt = ops.concatenate([first_halt[:, :-1], survive_before[:, -1:]], axis=1)
+    expected_hops = ops.sum(first_halt * steps, axis=1)
+    loss = policy_loss + alpha * value_loss + beta * expected_hops
+    return {
+        "loss": ops.mean(loss),
+        "policy": ops.mean(policy_loss),
+        "value": ops.mean(value_loss),
+        "hops": ops.mean(expected_hops),
+    }
+
+
+def sample_halting(halt_logits, seed=None):
+    """Sample each example's halting hop (1-based) from the policy; forced at N."""
+    p_halt = ops.sigmoid(ops.cast(halt_logits, "float32"))
+    draws = keras.random.uniform(ops.shape(p_halt), seed=seed) < p_halt
+    draws = ops.concatenate([draws[:, :-1], ops.ones_like(draws[:, -1:])], axis=1)
+    return ops.cast(ops.argmax(ops.cast(draws, "int32"), axis=1), "int32") + 1
+
+
+def act_weights(halt_logits, epsilon=0.01):
+    """ACT (Graves 2016; MEMO appendix F): per-hop weights and ponder cost.
+
+    With `p_t = sigmoid(halt_logit_t)`, the run stops at the first hop `n`
+    where `sum_{k<=n} p_k >= 1 - epsilon` (or at N); hops before `n` weigh
+    `p_t`, hop `n` the remainder `R = 1 - sum_{k<n} p_k`. Returns
+    `(weights (batch, N), ponder (batch,) = n + R, stop_hop (batch,) = n)`.
+    """
+    p = ops.sigmoid(ops.cast(halt_logits, "float32"))
+    n_hops = p.shape[1]
+    cumulative = ops.cumsum(p, axis=1)
+    reached = cumulative >= 1.0 - epsilon
+    reached = ops.concatenate([reached[:, :-1], ops.ones_like(reached[:, -1:])], axis=1)
+    stop = ops.argmax(ops.cast(reached, "int32"), axis=1)  # 0-based
+    steps = ops.arange(n_hops)[None, :]
+    before = ops.expand_dims(stop, -1)
+    mass_before = ops.sum(ops.where(steps < before, p, 0.0), axis=1)
+    remainder = 1.0 - mass_before
+    weights = ops.where(steps < before, p, ops.where(steps == before, ops.expand_dims(remainder, -1), 0.0))
+    stop_hop = ops.cast(stop, "int32") + 1
+    return weights, ops.cast(stop_hop, "float32") + remainder, stop_hop

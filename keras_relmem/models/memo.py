@@ -1,0 +1,262 @@
+"""A MEMO question-answering model and its REINFORCE training step.
+
+`MEMOClassifier` embeds facts and a query (word ids with a shared `Embedding`,
+or vectors with a shared linear map `W_c`), runs `keras_relmem.MEMO` and is
+trained by its own `train_step`: MEMO by Adam on the answers' cross-entropy,
+the halting network by RMSProp on the REINFORCE loss (or, with
+`halting="act"`, one optimizer on cross-entropy + ponder cost). Gradients
+never cross between the two under REINFORCE.
+"""
+
+import keras
+from keras import ops
+
+from keras_relmem.layers.memo import MEMO, act_weights, reinforce_halting_loss, sample_halting
+
+# Our defaults; the paper's appendix D searches over these (D.3).
+TRAINING_DEFAULTS = {
+    "gamma": 0.9,
+    "alpha": 0.1,
+    "beta": 0.01,
+    "halting_learning_rate": 1e-4,
+    "ponder_cost": 0.01,
+}
+
+
+@keras.saving.register_keras_serializable(package="keras_relmem")
+class MEMOClassifier(keras.Model):
+    """MEMO over embedded facts answering with one of `num_answers` labels.
+
+    Args:
+        num_answers: int.
+        embedding_dim: int, `d_c` (default 64).
+        vocab_size: int for word-id inputs (bAbI), or None for vector inputs
+            (paired associative inference), embedded by a linear map.
+        max_time: int, with word ids: adds a learned time embedding of each
+            fact's `time` index (1 = most recent, 0 = padding) as an extra item
+            of every fact (MEMO's bAbI time encoding); 0 for none.
+        gamma, alpha, beta: REINFORCE discount, value-loss and expected-hops
+            weights.
+        halting_learning_rate: RMSProp learning rate of the halting network.
+        ponder_cost: ACT's tau.
+        n_step: REINFORCE bootstrap horizon (default: Monte-Carlo).
+        **memo_kwargs: arguments of `keras_relmem.MEMO` (`num_heads`,
+            `key_size`, `max_hops`, `halting`, `bias_init`, ...).
+
+    Inputs: a dict with `facts` (`(b, I, S)` ids or `(b, I, S, E)` vectors),
+    `query` (`(b, Sq)` ids or `(b, Sq, E)` vectors) and, with `max_time`,
+    `time (b, I)`. Calling the model gives answer logits; `return_hops=True`
+    gives `{"logits", "hops"}`.
+
+    Example:
+
+    ```python
+    model = MEMOClassifier(num_answers=2, max_hops=5)
+    model.compile(keras.optimizers.Adam(1e-3))
+    model.fit({"facts": memory, "query": query}, target)
+    ```
+
+    Reference: Banino et al., arXiv:2001.10913 (§2.3, appendix D).
+    """
+
+    def __init__(
+        self,
+        num_answers,
+        embedding_dim=64,
+        vocab_size=None,
+        max_time=0,
+        gamma=TRAINING_DEFAULTS["gamma"],
+        alpha=TRAINING_DEFAULTS["alpha"],
+        beta=TRAINING_DEFAULTS["beta"],
+        halting_learning_rate=TRAINING_DEFAULTS["halting_learning_rate"],
+        ponder_cost=TRAINING_DEFAULTS["ponder_cost"],
+        n_step=None,
+        seed=None,
+        **memo_kwargs,
+    ):
+        name = memo_kwargs.pop("name", "memo_classifier")
+        super().__init__(name=name, dtype=memo_kwargs.pop("dtype", None))
+        self.num_answers = num_answers
+        self.embedding_dim = embedding_dim
+        self.vocab_size = vocab_size
+        self.max_time = max_time
+        self.gamma, self.alpha, self.beta = float(gamma), float(alpha), float(beta)
+        self.halting_learning_rate = float(halting_learning_rate)
+        self.ponder_cost = float(ponder_cost)
+        self.n_step = n_step
+        self.seed = seed
+        self.memo_kwargs = dict(memo_kwargs)
+        if vocab_size:
+            self.embed = keras.layers.Embedding(vocab_size, embedding_dim, name="W_c")
+        else:
+            self.embed = keras.layers.Dense(embedding_dim, use_bias=False, name="W_c")
+        self.time_embed = (
+            keras.layers.Embedding(max_time + 1, embedding_dim, name="time") if vocab_size and max_time else None
+        )
+        self.memo = MEMO(num_answers, seed=seed, name="memo", **memo_kwargs)
+        self.halting_optimizer = keras.optimizers.RMSprop(self.halting_learning_rate)
+        self.sample_seed = keras.random.SeedGenerator(seed)
+        self.loss_tracker = keras.metrics.Mean(name="loss")
+        self.accuracy_tracker = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
+        self.hops_tracker = keras.metrics.Mean(name="hops")
+        self.policy_tracker = keras.metrics.Mean(name="halting_loss")
+
+    # -- building ------------------------------------------------------------
+    def build(self, input_shape):
+        """Build from `{"facts": shape, "query": shape[, "time": shape]}`."""
+        shapes = {k: tuple(v) for k, v in dict(input_shape).items()}
+        facts, query = shapes["facts"], shapes["query"]
+        items = facts[2] + (1 if self.time_embed is not None else 0)
+        if self.vocab_size:
+            self.embed.build(None)
+            if self.time_embed is not None:
+                self.time_embed.build(None)
+        else:
+            self.embed.build((None, facts[-1]))
+        self.memo.build([(None, facts[1], items, self.embedding_dim), (None, query[1], self.embedding_dim)])
+        self._input_shapes = shapes
+        self.built = True
+
+    def get_build_config(self):
+        return {"input_shape": getattr(self, "_input_shapes", None)}
+
+    def build_from_config(self, config):
+        if config.get("input_shape"):
+            self.build(config["input_shape"])
+
+    # -- the forward pass ----------------------------------------------------
+    def embed_inputs(self, inputs):
+        facts, query = inputs["facts"], inputs["query"]
+        mask = None
+        if self.vocab_size:
+            mask = ops.any(ops.not_equal(facts, 0), axis=-1)
+            items = self.embed(facts) * ops.expand_dims(ops.cast(ops.not_equal(facts, 0), self.compute_dtype), -1)
+            if self.time_embed is not None:
+                time = ops.minimum(inputs["time"], self.max_time)
+                items = ops.concatenate([items, ops.expand_dims(self.time_embed(time), 2)], axis=2)
+            question = self.embed(query) * ops.expand_dims(
+                ops.cast(ops.not_equal(query, 0), self.compute_dtype), -1
+            )
+        else:
+            items = self.embed(facts)
+            question = self.embed(query)
+        return [items, question], mask
+
+    def call(self, inputs, training=False, return_hops=False):
+        embedded, mask = self.embed_inputs(inputs)
+        logits, hops = self.memo(embedded, mask=mask, training=training)
+        if return_hops:
+            return {"logits": logits, "hops": hops}
+        return logits
+
+    # -- training ------------------------------------------------------------
+    def policy_variables(self):
+        if self.memo.policy is None or self.memo.halting == "act":
+            return []
+        return self.memo.policy.trainable_variables
+
+    def compute_losses(self, inputs, target, training=True):
+        """The losses of one batch (backend-agnostic; used by `train_step`)."""
+        if not self.built:
+            self.build({k: v.shape for k, v in inputs.items()})
+        embedded, mask = self.embed_inputs(inputs)
+        out = self.memo.unrolled(embedded, mask=mask, training=training)
+        logits = out["answer_logits"]  # (b, N, A)
+        n_hops = logits.shape[1]
+        target = ops.cast(ops.reshape(target, (-1,)), "int32")
+        per_hop_ce = keras.losses.sparse_categorical_crossentropy(
+            ops.repeat(ops.expand_dims(target, 1), n_hops, axis=1), logits, from_logits=True
+        )
+        steps = ops.arange(1, n_hops + 1)[None, :]
+        result = {}
+        if self.memo.halting == "reinforce":
+            halt_hop = sample_halting(ops.stop_gradient(out["halt_logits"]), seed=self.sample_seed)
+            upto = ops.cast(steps <= ops.expand_dims(halt_hop, -1), "float32")
+            # The answer MLP learns at every hop the episode visited.
+            task = ops.mean(ops.sum(per_hop_ce * upto, axis=1) / ops.sum(upto, axis=1))
+            final = ops.take_along_axis(logits, ops.reshape(halt_hop - 1, (-1, 1, 1)), axis=1)[:, 0]
+            reward = ops.cast(ops.equal(ops.argmax(final, axis=-1), target), "float32")
+            policy = reinforce_halting_loss(
+                out["halt_logits"], out["values"], halt_hop, reward,
+                self.gamma, self.alpha, self.beta, self.n_step,
+            )
+            result.update(task=task, policy=policy["loss"], hops=ops.cast(halt_hop, "float32"), logits=final)
+        elif self.memo.halting == "act":
+            weights, ponder, stop_hop = act_weights(out["halt_logits"], self.memo.act_epsilon)
+            mixture = ops.sum(ops.expand_dims(weights, -1) * ops.softmax(logits, axis=-1), axis=1)
+            final = ops.log(ops.maximum(mixture, 1e-12))
+            ce = keras.losses.sparse_categorical_crossentropy(target, final, from_logits=True)
+            task = ops.mean(ce + self.ponder_cost * ponder)
+            result.update(task=task, hops=ops.cast(stop_hop, "float32"), logits=final)
+        else:
+            task = ops.mean(per_hop_ce[:, -1])
+            result.update(task=task, hops=ops.full((ops.shape(target)[0],), float(n_hops)), logits=logits[:, -1])
+        return result
+
+    def train_step(self, data):
+        import tensorflow as tf  # the training step is TensorFlow's
+
+        inputs, target = data[0], data[1]
+        with tf.GradientTape(persistent=True) as tape:
+            # First: on the first trace this also builds the model.
+            losses = self.compute_losses(inputs, target, training=True)
+            task_loss = losses["task"] + (ops.sum(self.losses) if self.losses else 0.0)
+        policy_vars = self.policy_variables()
+        if policy_vars and not self.halting_optimizer.built:
+            self.halting_optimizer.build(policy_vars)
+        policy_ids = {id(v) for v in policy_vars}
+        memo_vars = [v for v in self.trainable_variables if id(v) not in policy_ids]
+        grads = tape.gradient(task_loss, memo_vars)
+        # The main optimizer holds every trainable variable (as Keras builds it
+        # when a saved model is loaded); the halting network's get zero
+        # gradients there, which leaves them unchanged under Adam.
+        grads_by_id = {id(v): g for v, g in zip(memo_vars, grads)}
+        all_vars = self.trainable_variables
+        self.optimizer.apply(
+            [grads_by_id.get(id(v)) if grads_by_id.get(id(v)) is not None else tf.zeros_like(v) for v in all_vars],
+            all_vars,
+        )
+        if policy_vars:
+            policy_grads = tape.gradient(losses["policy"], policy_vars)
+            self.halting_optimizer.apply(policy_grads, policy_vars)
+            self.policy_tracker.update_state(losses["policy"])
+        del tape
+        self.loss_tracker.update_state(losses["task"])
+        self.accuracy_tracker.update_state(target, losses["logits"])
+        self.hops_tracker.update_state(losses["hops"])
+        return {m.name: m.result() for m in self.metrics}
+
+    def test_step(self, data):
+        inputs, target = data[0], data[1]
+        out = self(inputs, training=False, return_hops=True)
+        loss = keras.losses.sparse_categorical_crossentropy(target, out["logits"], from_logits=True)
+        self.loss_tracker.update_state(ops.mean(loss))
+        self.accuracy_tracker.update_state(target, out["logits"])
+        self.hops_tracker.update_state(ops.cast(out["hops"], "float32"))
+        return {m.name: m.result() for m in self.metrics if m is not self.policy_tracker}
+
+    def compile_from_config(self, config):
+        super().compile_from_config(config)
+        if self.built and self.policy_variables():
+            self.halting_optimizer.build(self.policy_variables())
+
+    @property
+    def metrics(self):
+        return [self.loss_tracker, self.accuracy_tracker, self.hops_tracker, self.policy_tracker]
+
+    def get_config(self):
+        return {
+            "num_answers": self.num_answers,
+            "embedding_dim": self.embedding_dim,
+            "vocab_size": self.vocab_size,
+            "max_time": self.max_time,
+            "gamma": self.gamma,
+            "alpha": self.alpha,
+            "beta": self.beta,
+            "halting_learning_rate": self.halting_learning_rate,
+            "ponder_cost": self.ponder_cost,
+            "n_step": self.n_step,
+            "seed": self.seed,
+            "name": self.name,
+            **self.memo_kwargs,
+        }

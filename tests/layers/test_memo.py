@@ -1,0 +1,210 @@
+"""MEMO against independent NumPy computations; halting; REINFORCE; gradients."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_relmem import MEMO
+from keras_relmem.layers.memo import act_weights, bhattacharyya_distance, reinforce_halting_loss
+from keras_relmem.models.memo import MEMOClassifier
+from tests.helpers import randomize_weights, weights_by_name
+
+B, I, S, DC, SQ = 2, 5, 3, 4, 2
+H, D, A = 2, 3, 4
+
+
+def np_layer_norm(x, gamma, beta, eps=1e-3):
+    mean = x.mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(x.var(-1, keepdims=True) + eps) * gamma + beta
+
+
+def np_softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def inputs(seed=0):
+    rng = np.random.default_rng(seed)
+    return (
+        rng.normal(size=(B, I, S, DC)).astype("float32"),
+        rng.normal(size=(B, SQ, DC)).astype("float32"),
+    )
+
+
+def make_memo(**kwargs):
+    args = dict(num_answers=A, key_size=D, num_heads=H, max_hops=3, answer_units=6,
+                attention_dropout=0.0, answer_dropout=0.0)
+    args.update(kwargs)
+    memo = MEMO(**args)
+    memo.build([(None, I, S, DC), (None, SQ, DC)])
+    return memo
+
+
+def test_one_hop_all_heads_matches_numpy():
+    memo = make_memo(halting=None)
+    randomize_weights(memo, seed=1)
+    w = weights_by_name(memo)
+    facts, query = inputs()
+    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)
+    keys, values, q0 = memo.memory(facts, query)
+    q1, attention, logits = memo.hop(keys, values, q0, mask=mask)
+
+    flat = facts.reshape(B, I, S * DC)
+    expected_q0 = query.reshape(B, -1) @ w["query0/kernel"]
+    np.testing.assert_allclose(q0, expected_q0, atol=1e-5)
+    reads = []
+    for h in range(H):
+        k = flat @ w["keys/kernel"][:, h * D : (h + 1) * D]  # (B, I, D)
+        v = flat @ w["values/kernel"][:, h * D : (h + 1) * D]
+        q = expected_q0[:, h * D : (h + 1) * D]
+        scores = np.einsum("bid,de,be->bi", k, w["W_h"][h], q) / np.sqrt(D)
+        scores = np.where(mask, scores, -1e9)
+        weights = np_softmax(scores)
+        np.testing.assert_allclose(attention[:, h], weights, atol=1e-5)
+        assert np.all(weights[0, 3:] < 1e-6)  # padded facts get no attention
+        reads.append(np.einsum("bi,bid->bd", weights, v))
+    read = np.concatenate(reads, -1)
+    new_q = np_layer_norm(read @ w["W_q/kernel"] + w["W_q/bias"] + expected_q0,
+                          w["query_norm/gamma"], w["query_norm/beta"])
+    np.testing.assert_allclose(q1, new_q, atol=1e-4)
+    hidden = np.maximum(new_q @ w["W_qa/kernel"] + w["W_qa/bias"], 0)
+    np.testing.assert_allclose(logits, hidden @ w["W_a/kernel"] + w["W_a/bias"], atol=1e-4)
+
+
+def test_bhattacharyya_distance_matches_numpy():
+    rng = np.random.default_rng(0)
+    p = np_softmax(rng.normal(size=(3, 6)))
+    q = np_softmax(rng.normal(size=(3, 6)))
+    expected = -np.log(np.sum(np.sqrt(p * q), axis=-1))
+    np.testing.assert_allclose(bhattacharyya_distance(p, q), expected, atol=1e-6)
+    np.testing.assert_allclose(bhattacharyya_distance(p, p), 0.0, atol=1e-6)
+
+
+def test_forced_halt_at_max_hops_and_bias_init_continues():
+    facts, query = inputs()
+    never = make_memo(bias_init=-30.0, max_hops=4)
+    _, hops = never([facts, query])
+    np.testing.assert_array_equal(hops, [4, 4])  # hard stop at N
+    at_once = make_memo(bias_init=30.0, max_hops=4)
+    logits, hops = at_once([facts, query])
+    np.testing.assert_array_equal(hops, [1, 1])
+    first_hop = at_once.unrolled([facts, query])["answer_logits"][:, 0]
+    np.testing.assert_allclose(logits, first_hop, atol=1e-5)
+    # The default bias makes an untrained policy prefer another hop.
+    default = make_memo()
+    halt_logits = default.unrolled([facts, query])["halt_logits"]
+    assert np.all(keras.ops.convert_to_numpy(keras.ops.sigmoid(halt_logits)) < 0.5)
+
+
+def test_inference_stops_when_all_examples_halted():
+    memo = make_memo(max_hops=6)
+    facts, query = inputs()
+    counter = {"hops": 0}
+    original = memo.hop
+
+    def counting_hop(*args, **kwargs):
+        counter["hops"] += 1
+        return original(*args, **kwargs)
+
+    memo.hop = counting_hop
+    memo.policy.halt.bias.assign([30.0])
+    _, hops = memo([facts, query])  # eager: each executed hop is counted
+    assert counter["hops"] == 1 and list(np.asarray(hops)) == [1, 1]
+
+
+def test_reinforce_loss_on_a_hand_computed_two_step_example():
+    halt_logits = np.array([[0.0, 1.0]], "float32")  # N = 2
+    values = np.array([[0.2, 0.5]], "float32")
+    gamma, alpha, beta = 0.5, 0.1, 0.01
+    # Episode 1: continue at hop 1, forced stop at hop 2, answer right.
+    out = reinforce_halting_loss(halt_logits, values, np.array([2]), np.array([1.0]), gamma, alpha, beta)
+    p1 = 0.5
+    returns = np.array([gamma * 1.0, 1.0])
+    policy = -(np.log(1 - p1) * (returns[0] - values[0, 0]))  # only hop 1 was a choice
+    value = 0.5 * np.sum((returns - values[0]) ** 2)
+    hops = 1 * p1 + 2 * (1 - p1)
+    np.testing.assert_allclose(out["policy"], policy, atol=1e-6)
+    np.testing.assert_allclose(out["value"], value, atol=1e-6)
+    np.testing.assert_allclose(out["hops"], hops, atol=1e-6)
+    np.testing.assert_allclose(out["loss"], policy + alpha * value + beta * hops, atol=1e-6)
+    # Episode 2: halt at hop 1, answer wrong: reward 0.
+    out = reinforce_halting_loss(halt_logits, values, np.array([1]), np.array([0.0]), gamma, alpha, beta)
+    np.testing.assert_allclose(out["policy"], -(np.log(p1) * (0.0 - 0.2)), atol=1e-6)
+    np.testing.assert_allclose(out["value"], 0.5 * 0.2**2, atol=1e-6)
+
+
+def test_act_weights_match_numpy():
+    logits = np.array([[0.0, 0.0, 0.0, 0.0], [3.0, 3.0, 0.0, 0.0]], "float32")
+    weights, ponder, stop = act_weights(logits, epsilon=0.01)
+    # Row 0: p = .5, .5 -> cumulative reaches 1 at hop 2; weights .5, .5.
+    np.testing.assert_allclose(weights[0], [0.5, 0.5, 0, 0], atol=1e-6)
+    p = 1 / (1 + np.exp(-3.0))
+    np.testing.assert_allclose(weights[1], [p, 1 - p, 0, 0], atol=1e-6)
+    np.testing.assert_array_equal(stop, [2, 2])
+    np.testing.assert_allclose(ponder, [2.5, 2 + 1 - p], atol=1e-6)
+    np.testing.assert_allclose(np.sum(weights, -1), 1.0, atol=1e-6)
+
+
+def classifier(**kwargs):
+    model = MEMOClassifier(num_answers=2, embedding_dim=DC, num_heads=H, key_size=D, max_hops=3,
+                           answer_units=6, **kwargs)
+    model.compile(keras.optimizers.Adam(1e-2))
+    return model
+
+
+def pai_batch():
+    rng = np.random.default_rng(3)
+    return {"facts": rng.normal(size=(8, I, 2, 5)).astype("float32"),
+            "query": rng.normal(size=(8, 3, 5)).astype("float32")}, rng.integers(2, size=8)
+
+
+def test_no_gradient_crosses_between_halting_network_and_memo():
+    model = classifier(seed=1)
+    x, y = pai_batch()
+    model(x)
+    policy_ids = {id(v) for v in model.policy_variables()}
+    memo_vars = [v for v in model.trainable_variables if id(v) not in policy_ids]
+    assert policy_ids and memo_vars
+    with tf.GradientTape(persistent=True) as tape:
+        losses = model.compute_losses(x, y)
+    for grad in tape.gradient(losses["policy"], memo_vars):
+        assert grad is None or np.all(np.asarray(grad) == 0)
+    for grad in tape.gradient(losses["task"], model.policy_variables()):
+        assert grad is None or np.all(np.asarray(grad) == 0)
+    assert any(g is not None for g in tape.gradient(losses["policy"], model.policy_variables()))
+
+
+@pytest.mark.parametrize("halting", ["reinforce", "act", None])
+def test_training_step_and_keras_file_round_trip(halting, tmp_path):
+    model = classifier(halting=halting, seed=2)
+    x, y = pai_batch()
+    history = model.fit(x, y, epochs=2, batch_size=4, verbose=0)
+    assert "hops" in history.history and np.isfinite(history.history["loss"]).all()
+    path = tmp_path / "memo.keras"
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0), atol=1e-5)
+    assert loaded.get_config() == model.get_config()
+
+
+def test_layer_get_config_and_errors():
+    memo = make_memo()
+    assert MEMO.from_config(memo.get_config()).get_config() == memo.get_config()
+    with pytest.raises(ValueError, match="halting"):
+        MEMO(2, halting="ponder")
+    with pytest.raises(ValueError, match="max_hops"):
+        MEMO(2, max_hops=0)
+
+
+def test_jit_compiled_inference_and_mixed_precision():
+    facts, query = inputs()
+    memo = make_memo(bias_init=-30.0)
+    expected, _ = memo([facts, query])
+    compiled = tf.function(lambda f, q: memo([f, q]), jit_compile=True)
+    logits, hops = compiled(facts, query)
+    np.testing.assert_allclose(logits, expected, atol=1e-4)
+    mixed = make_memo(bias_init=-30.0, dtype="mixed_float16")
+    mixed.set_weights(memo.get_weights())
+    logits16, _ = mixed([facts, query])
+    np.testing.assert_allclose(logits16, expected, atol=0.05)
