@@ -9,7 +9,7 @@ import keras
 from keras_relmem.layers import EntNetCell, EntNetEncoder, EntNetReadout
 from keras_relmem.layers import RelationalMemoryCell
 
-MODELS = ("entnet", "rmc", "lstm")
+MODELS = ("entnet", "rmc", "lstm", "memo")
 
 # Defaults per model (the EntNet paper's bAbI set-up: 20 blocks, d = 100).
 DEFAULTS = {
@@ -24,6 +24,7 @@ DEFAULTS = {
         "attention_mlp_layers": 2,
     },
     "lstm": {"embedding_dim": 64, "units": 128},
+    "memo": {"embedding_dim": 64, "num_heads": 4, "key_size": 32, "max_hops": 5, "answer_units": 128},
 }
 
 
@@ -67,8 +68,10 @@ def build_babi_model(
         model: which memory: `"entnet"` (Henaff et al.: sentence encoder, EntNet
             cell, attention read-out), `"rmc"` (the same sentence encoder, a
             Relational Memory Core over the sentences, then an MLP on
-            `[memory, query]`) or `"lstm"` (the baseline: an LSTM over the
-            sentences, then an MLP on `[state, query]`).
+            `[memory, query]`), `"lstm"` (the baseline: an LSTM over the
+            sentences, then an MLP on `[state, query]`) or `"memo"` (a
+            `MEMOClassifier` over the sentences as separate facts with a time
+            encoding, trained by its own REINFORCE step).
         vocab_size: int, word vocabulary size (id 0 = padding).
         num_answers: int, answer classes.
         story_length, sentence_length, query_length: tensor sizes K, S, Q.
@@ -93,6 +96,14 @@ def build_babi_model(
             f"known: {sorted(config)}."
         )
     config.update({k: v for k, v in hparams.items() if v is not None})
+    if model == "memo":
+        from keras_relmem.models.memo import MEMOClassifier
+
+        memo = MEMOClassifier(
+            num_answers, vocab_size=vocab_size, max_time=story_length, name="babi_memo", **config
+        )
+        memo.build({"story": (None, story_length, sentence_length), "query": (None, query_length)})
+        return memo
     story, query = _inputs(story_length, sentence_length, query_length)
     sentences, question = _encoded(story, query, vocab_size, config["embedding_dim"])
     if model == "entnet":

@@ -23,6 +23,18 @@ TRAINING_DEFAULTS = {
 }
 
 
+def story_time(mask):
+    """MEMO's time index from a left-aligned fact mask `(batch, I)`.
+
+    With the oldest fact first, fact `j` of `n` valid facts gets `n - j`
+    (1 = the most recent) and padding gets 0, as `BabiData.arrays()["time"]`.
+    """
+    valid = ops.cast(mask, "int32")
+    count = ops.sum(valid, axis=-1, keepdims=True)
+    position = ops.arange(mask.shape[-1], dtype="int32")[None, :]
+    return (count - position) * valid
+
+
 @keras.saving.register_keras_serializable(package="keras_relmem")
 class MEMOClassifier(keras.Model):
     """MEMO over embedded facts answering with one of `num_answers` labels.
@@ -43,9 +55,10 @@ class MEMOClassifier(keras.Model):
         **memo_kwargs: arguments of `keras_relmem.MEMO` (`num_heads`,
             `key_size`, `max_hops`, `halting`, `bias_init`, ...).
 
-    Inputs: a dict with `facts` (`(b, I, S)` ids or `(b, I, S, E)` vectors),
-    `query` (`(b, Sq)` ids or `(b, Sq, E)` vectors) and, with `max_time`,
-    `time (b, I)`. Calling the model gives answer logits; `return_hops=True`
+    Inputs: a dict with `facts` (or `story`; `(b, I, S)` ids or `(b, I, S, E)`
+    vectors), `query` (`(b, Sq)` ids or `(b, Sq, E)` vectors) and, optionally
+    with `max_time`, `time (b, I)` (derived from the padding of a
+    left-aligned story when absent). Calling the model gives answer logits; `return_hops=True`
     gives `{"logits", "hops"}`.
 
     Example:
@@ -105,7 +118,7 @@ class MEMOClassifier(keras.Model):
     def build(self, input_shape):
         """Build from `{"facts": shape, "query": shape[, "time": shape]}`."""
         shapes = {k: tuple(v) for k, v in dict(input_shape).items()}
-        facts, query = shapes["facts"], shapes["query"]
+        facts, query = shapes.get("facts", shapes.get("story")), shapes["query"]
         items = facts[2] + (1 if self.time_embed is not None else 0)
         if self.vocab_size:
             self.embed.build(None)
@@ -126,13 +139,15 @@ class MEMOClassifier(keras.Model):
 
     # -- the forward pass ----------------------------------------------------
     def embed_inputs(self, inputs):
-        facts, query = inputs["facts"], inputs["query"]
+        facts = inputs["facts"] if "facts" in inputs else inputs["story"]
+        query = inputs["query"]
         mask = None
         if self.vocab_size:
             mask = ops.any(ops.not_equal(facts, 0), axis=-1)
             items = self.embed(facts) * ops.expand_dims(ops.cast(ops.not_equal(facts, 0), self.compute_dtype), -1)
             if self.time_embed is not None:
-                time = ops.minimum(inputs["time"], self.max_time)
+                time = inputs["time"] if "time" in inputs else story_time(mask)
+                time = ops.minimum(time, self.max_time)
                 items = ops.concatenate([items, ops.expand_dims(self.time_embed(time), 2)], axis=2)
             question = self.embed(query) * ops.expand_dims(
                 ops.cast(ops.not_equal(query, 0), self.compute_dtype), -1

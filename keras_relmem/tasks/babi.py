@@ -25,6 +25,7 @@ RECIPES = {
     "entnet": {"learning_rate": 0.01, "batch_size": 32, "clipnorm": 40.0, "epochs": 200, "halve_every": 25},
     "rmc": {"learning_rate": 1e-3, "batch_size": 32, "clipnorm": 40.0, "epochs": 100, "halve_every": 25},
     "lstm": {"learning_rate": 1e-3, "batch_size": 32, "clipnorm": 40.0, "epochs": 100, "halve_every": 25},
+    "memo": {"learning_rate": 1e-3, "batch_size": 32, "clipnorm": 10.0, "epochs": 100, "halve_every": 25},
 }
 SOLVED_ERROR = 0.05
 
@@ -65,6 +66,7 @@ def build_parser():
     parser.add_argument("--mem-slots", type=int, default=None, help="RMC memory slots")
     parser.add_argument("--num-heads", type=int, default=None, help="RMC attention heads")
     parser.add_argument("--head-size", type=int, default=None, help="RMC head size")
+    parser.add_argument("--max-hops", type=int, default=None, help="MEMO's hard stop N (default 5)")
     parser.add_argument("--validation-split", type=float, default=0.1)
     return common.add_run_arguments(parser, "runs/babi")
 
@@ -90,6 +92,7 @@ def model_hparams(args):
         "entnet": ["embedding_dim", "num_blocks"],
         "rmc": ["embedding_dim", "num_blocks", "mem_slots", "num_heads", "head_size"],
         "lstm": ["embedding_dim"],
+        "memo": ["embedding_dim", "num_heads", "max_hops"],
     }[args.model]
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
@@ -176,12 +179,16 @@ def train_one(args, tasks, workdir, strategy):
             data.query_length,
             **model_hparams(args),
         )
-        model.compile(
-            keras.optimizers.Adam(args.learning_rate, clipnorm=args.clipnorm),
-            keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            metrics=["accuracy"],
-            jit_compile=bool(args.jit_compile),
-        )
+        optimizer = keras.optimizers.Adam(args.learning_rate, clipnorm=args.clipnorm)
+        if args.model == "memo":  # trains itself (REINFORCE step); no compiled loss
+            model.compile(optimizer, jit_compile=bool(args.jit_compile))
+        else:
+            model.compile(
+                optimizer,
+                keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                metrics=["accuracy"],
+                jit_compile=bool(args.jit_compile),
+            )
     schedule = training.step_decay(args.learning_rate, 0.5, args.halve_every)
     start = time.time()
     training.run_fit(

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(
 TINY = ["--epochs", "2", "--max-steps", "3", "--batch-size", "16", "--verbose", "0"]
 
 
-@pytest.mark.parametrize("model", ["entnet", "rmc", "lstm"])
+@pytest.mark.parametrize("model", ["entnet", "rmc", "lstm", "memo"])
 def test_tiny_run_writes_table_json_and_a_servable_export(model, tmp_path, capsys):
     summary = babi_task.run(
         ["--model", model, "--task", "1", "--workdir", str(tmp_path), "--embedding-dim", "16"] + TINY
