@@ -37,6 +37,8 @@ setup(
         # tensorflow-datasets imports it at build time without requiring it.
         "importlib_resources",
         "tqdm",
+        # --logdir, and KerasTuner's per-trial logs, need it; TF no longer pulls it in.
+        "tensorboard",
     ],
     extras_require=EXTRAS,
     classifiers=[

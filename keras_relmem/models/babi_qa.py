@@ -24,7 +24,18 @@ DEFAULTS = {
         "attention_mlp_layers": 2,
     },
     "lstm": {"embedding_dim": 64, "units": 128},
-    "memo": {"embedding_dim": 64, "num_heads": 4, "key_size": 32, "max_hops": 5, "answer_units": 128},
+    "memo": {
+        "embedding_dim": 64,
+        "num_heads": 4,
+        "key_size": 32,
+        "max_hops": 5,
+        "answer_units": 128,
+        "gamma": 0.9,
+        "alpha": 0.1,
+        "beta": 0.01,
+        "bias_init": -3.0,
+        "halting_learning_rate": 1e-4,
+    },
 }
 
 

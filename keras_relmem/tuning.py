@@ -1,0 +1,163 @@
+"""KerasTuner HyperModels for the memory models and the search behind `tuning/search.py`.
+
+Search spaces follow the papers' sweeps, trimmed to a CPU budget: EntNet's
+learning-rate grid {0.1, 0.01, 0.001} and block counts; the RMC's memory
+slots, heads, head size, blocks and gate style; MEMO's appendix D.3 (max hops,
+gamma, alpha, beta, bias_init, heads, both learning rates); the LSTM's size and
+learning rate. Distributed tuning is KerasTuner's own: set
+`KERASTUNER_TUNER_ID` (`chief` for the oracle), `KERASTUNER_ORACLE_IP` and
+`KERASTUNER_ORACLE_PORT` on every process.
+"""
+
+import keras
+import keras_tuner as kt
+
+from keras_relmem.models import build_babi_model
+from keras_relmem.models import language_model
+
+TUNERS = ("random", "bayesian", "hyperband")
+
+
+def babi_search_space(hp, model):
+    """The hyper-parameters of one bAbI model: `(model kwargs, learning rate)`."""
+    if model == "entnet":
+        return (
+            {
+                "num_blocks": hp.Choice("num_blocks", [10, 20]),
+                "embedding_dim": hp.Choice("embedding_dim", [50, 100]),
+            },
+            hp.Choice("learning_rate", [0.1, 0.01, 0.001], default=0.01),
+        )
+    if model == "rmc":
+        return (
+            {
+                "mem_slots": hp.Choice("mem_slots", [1, 2, 4]),
+                "num_heads": hp.Choice("num_heads", [1, 2, 4]),
+                "head_size": hp.Choice("head_size", [16, 32, 64]),
+                "num_blocks": hp.Choice("num_blocks", [1, 2]),
+                "gate_style": hp.Choice("gate_style", ["unit", "memory"]),
+            },
+            hp.Choice("learning_rate", [1e-3, 3e-4]),
+        )
+    if model == "memo":
+        return (
+            {
+                "max_hops": hp.Choice("max_hops", [3, 5, 10], default=5),
+                "num_heads": hp.Choice("num_heads", [1, 2, 4], default=4),
+                "gamma": hp.Choice("gamma", [0.8, 0.9, 0.99], default=0.9),
+                "alpha": hp.Choice("alpha", [0.01, 0.1, 1.0], default=0.1),
+                "beta": hp.Choice("beta", [0.0, 0.01, 0.1], default=0.01),
+                "bias_init": hp.Choice("bias_init", [-3.0, -1.0, 0.0], default=-3.0),
+                "halting_learning_rate": hp.Choice("halting_learning_rate", [1e-4, 1e-3], default=1e-4),
+            },
+            hp.Choice("learning_rate", [1e-3, 3e-4], default=1e-3),
+        )
+    if model == "lstm":
+        return (
+            {"embedding_dim": hp.Choice("embedding_dim", [32, 64])},
+            hp.Choice("learning_rate", [1e-3, 3e-3]),
+        )
+    raise ValueError(f"No search space for model {model!r}.")
+
+
+class BabiHyperModel(kt.HyperModel):
+    """A bAbI QA model (`entnet`, `rmc`, `lstm` or `memo`) for KerasTuner.
+
+    Args:
+        model: the model name.
+        data: the `BabiData` to train and validate on.
+        batch_size: int (default 32).
+        max_steps: optional cap of steps per epoch (smoke tests).
+
+    Example:
+
+    ```python
+    tuner = kt.RandomSearch(BabiHyperModel("entnet", data), objective="val_accuracy",
+                            max_trials=10)
+    tuner.search(epochs=20)
+    ```
+    """
+
+    def __init__(self, model, data, batch_size=32, max_steps=None):
+        super().__init__(name=f"babi_{model}")
+        self.model_name = model
+        self.data = data
+        self.batch_size = batch_size
+        self.max_steps = max_steps
+
+    def build(self, hp):
+        kwargs, learning_rate = babi_search_space(hp, self.model_name)
+        model = build_babi_model(
+            self.model_name, len(self.data.vocab), len(self.data.answer_vocab),
+            self.data.story_length, self.data.sentence_length, self.data.query_length, **kwargs,
+        )
+        optimizer = keras.optimizers.Adam(learning_rate, clipnorm=40.0)
+        if self.model_name == "memo":
+            model.compile(optimizer)
+        else:
+            model.compile(
+                optimizer,
+                keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                metrics=["accuracy"],
+            )
+        return model
+
+    def fit(self, hp, model, *args, **kwargs):
+        train = self.data.dataset("train", self.batch_size)
+        validation = self.data.dataset("validation", 256)
+        if self.max_steps:
+            train, validation = train.take(self.max_steps), validation.take(self.max_steps)
+        kwargs.setdefault("verbose", 0)
+        return model.fit(train, validation_data=validation, shuffle=False, **kwargs)
+
+
+class LMHyperModel(kt.HyperModel):
+    """A language model (`rmc` or `lstm`) on an `LMCorpus`, windowed (not stateful) batches."""
+
+    def __init__(self, model, corpus, batch_size=32, window=35, max_steps=None):
+        super().__init__(name=f"lm_{model}")
+        self.model_name = model
+        self.corpus = corpus
+        self.batch_size = batch_size
+        self.window = window
+        self.max_steps = max_steps
+
+    def build(self, hp):
+        if self.model_name == "rmc":
+            kwargs = {
+                "head_size": hp.Choice("head_size", [64, 128, 192]),
+                "num_heads": hp.Choice("num_heads", [2, 4]),
+                "mem_slots": hp.Choice("mem_slots", [1, 2]),
+            }
+        else:
+            kwargs = {"units": hp.Choice("units", [256, 512, 1000])}
+        model = language_model.build_language_model(self.model_name, len(self.corpus.vocab), **kwargs)
+        model.compile(
+            keras.optimizers.Adam(hp.Choice("learning_rate", [1e-3, 3e-4]), clipnorm=0.25),
+            keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        )
+        return model
+
+    def fit(self, hp, model, *args, **kwargs):
+        train = self.corpus.window_dataset("train", self.batch_size, self.window)
+        valid = self.corpus.window_dataset("valid", self.batch_size, self.window, shuffle=False)
+        if self.max_steps:
+            train, valid = train.take(self.max_steps), valid.take(self.max_steps)
+        kwargs.setdefault("verbose", 0)
+        return model.fit(train, validation_data=valid, shuffle=False, **kwargs)
+
+
+def make_tuner(kind, hypermodel, objective, max_trials, directory, project_name, overwrite=False, seed=0):
+    """A KerasTuner tuner; with `overwrite=False` an existing search continues."""
+    common = dict(
+        hypermodel=hypermodel, objective=objective, directory=str(directory),
+        project_name=project_name, overwrite=overwrite, seed=seed,
+    )
+    if kind == "random":
+        return kt.RandomSearch(max_trials=max_trials, **common)
+    if kind == "bayesian":
+        return kt.BayesianOptimization(max_trials=max_trials, **common)
+    if kind == "hyperband":
+        # Hyperband sets its own trial count from the epoch budget.
+        return kt.Hyperband(max_epochs=max(2, max_trials), factor=3, **common)
+    raise ValueError(f"tuner must be one of {TUNERS}; received {kind!r}.")

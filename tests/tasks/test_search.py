@@ -1,0 +1,82 @@
+"""tuning/search.py: tiny searches, resuming, and KerasTuner's distributed mode."""
+
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+
+import keras_tuner as kt
+import pytest
+
+from keras_relmem import tuning
+from keras_relmem.tasks import search
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(not os.environ.get("KERAS_RELMEM_DATA"), reason="needs KERAS_RELMEM_DATA")
+TINY = ["--epochs", "1", "--max-steps", "2", "--batch-size", "16"]
+
+
+def test_search_reports_best_and_exports(tmp_path, capsys):
+    summary = search.run(["--max-trials", "2", "--directory", str(tmp_path)] + TINY)
+    out = capsys.readouterr().out
+    assert "Results summary" in out and "Best hyper-parameters" in out
+    assert summary["completed_trials"] == 2
+    assert set(summary["best_hyperparameters"]) == {"num_blocks", "embedding_dim", "learning_rate"}
+    assert (pathlib.Path(summary["export"]) / "saved_model.pb").is_file()
+    assert json.loads((tmp_path / "entnet_1" / "best.json").read_text())["completed_trials"] == 2
+
+
+def test_search_continues_without_overwrite(tmp_path):
+    search.run(["--max-trials", "1", "--directory", str(tmp_path), "--no-export"] + TINY)
+    again = search.run(["--max-trials", "2", "--directory", str(tmp_path), "--no-export"] + TINY)
+    assert again["completed_trials"] == 2  # one reused, one new
+    fresh = search.run(["--max-trials", "1", "--directory", str(tmp_path), "--no-export", "--overwrite"] + TINY)
+    assert fresh["completed_trials"] == 1
+
+
+@pytest.mark.parametrize("model,expected", [
+    ("rmc", {"mem_slots", "num_heads", "head_size", "num_blocks", "gate_style", "learning_rate"}),
+    ("memo", {"max_hops", "num_heads", "gamma", "alpha", "beta", "bias_init", "halting_learning_rate", "learning_rate"}),
+])
+def test_search_spaces_follow_the_papers(model, expected):
+    hp = kt.HyperParameters()
+    kwargs, _ = tuning.babi_search_space(hp, model)
+    assert set(hp.values) == expected
+    hp_entnet = kt.HyperParameters()
+    tuning.babi_search_space(hp_entnet, "entnet")
+    assert hp_entnet._hps["learning_rate"][0].values == [0.1, 0.01, 0.001]
+
+
+def test_bad_arguments(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        search.run(["--task", "lm", "--model", "memo", "--directory", str(tmp_path)])
+    assert "--task lm takes" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        search.run(["--tuner", "grid"])
+
+
+def test_distributed_chief_and_two_workers(tmp_path):
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    command = [sys.executable, str(REPO / "tuning" / "search.py"), "--max-trials", "3",
+               "--directory", str(tmp_path)] + TINY
+    procs = {}
+    for tuner_id in ("chief", "tuner0", "tuner1"):
+        env = dict(os.environ, KERASTUNER_TUNER_ID=tuner_id, KERASTUNER_ORACLE_IP="127.0.0.1",
+                   KERASTUNER_ORACLE_PORT=str(port))
+        procs[tuner_id] = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    outputs = {k: p.communicate(timeout=600)[0] for k, p in procs.items()}
+    for tuner_id, proc in procs.items():
+        assert proc.returncode == 0, outputs[tuner_id][-3000:]
+    trial_dirs = sorted(p for p in (tmp_path / "entnet_1").glob("trial_*"))
+    statuses = [json.loads((d / "trial.json").read_text())["status"] for d in trial_dirs]
+    assert statuses == ["COMPLETED"] * 3, statuses  # each trial ran once
+    ids = [json.loads((d / "trial.json").read_text())["trial_id"] for d in trial_dirs]
+    assert len(set(ids)) == 3
+    assert "Best hyper-parameters" in outputs["chief"]
+    # The workers ran the trials (each saved its tuner state); the chief only served the oracle.
+    assert {p.name for p in (tmp_path / "entnet_1").glob("tuner*.json")} >= {"tuner0.json", "tuner1.json"}
