@@ -14,6 +14,7 @@ from keras_relmem.layers import EntNetEncoder  # noqa: E402
 from keras_relmem.layers import EntNetReadout  # noqa: E402
 from keras_relmem.layers import MEMO  # noqa: E402
 from keras_relmem.layers import RelationalMemoryCell  # noqa: E402
+from keras_relmem import models  # noqa: E402,F401  (registers the task models for .keras loading)
 
 __all__ = [
     "EntNetCell",

@@ -68,6 +68,8 @@ def build_parser():
     parser.add_argument("--head-size", type=int, default=None, help="RMC head size")
     parser.add_argument("--max-hops", type=int, default=None, help="MEMO's hard stop N (default 5)")
     parser.add_argument("--validation-split", type=float, default=0.1)
+    parser.add_argument("--plot", default=None, metavar="DIR",
+                        help="write attention/gate pictures of a few test questions and the training curves")
     return common.add_run_arguments(parser, "runs/babi")
 
 
@@ -204,6 +206,12 @@ def train_one(args, tasks, workdir, strategy):
     )
     seconds = time.time() - start
     accuracy = per_task_accuracy(model, data)
+    if args.plot and distribute.is_chief():
+        from keras_relmem.tasks import plots
+
+        label = pathlib.Path(workdir).name
+        for path in plots.plot_babi(model, data, pathlib.Path(args.plot) / label, metrics_path=pathlib.Path(workdir) / "metrics.json"):
+            print(f"Wrote {path}")
     exported = None
     if not args.no_export and distribute.is_chief():
         base = args.export_dir or os.path.join(args.workdir, "export")

@@ -36,6 +36,7 @@ def build_parser():
     parser.add_argument("--num-heads", type=common.positive_int, default=RMC_DEFAULTS["num_heads"])
     parser.add_argument("--num-blocks", type=common.positive_int, default=RMC_DEFAULTS["num_blocks"])
     parser.add_argument("--units", type=common.positive_int, default=512, help="LSTM units")
+    parser.add_argument("--plot", default=None, metavar="DIR", help="write RMC attention grids and the training curves")
     common.add_run_arguments(parser, "runs/nth_farthest")
     return parser
 
@@ -108,6 +109,11 @@ def run(argv=None):
         "args": vars(args),
     }
     if distribute.is_chief():
+        if args.plot:
+            from keras_relmem.tasks import plots
+
+            for path in plots.plot_nth_farthest(model, test, args.plot, metrics_path=pathlib.Path(args.workdir) / "metrics.json"):
+                print(f"Wrote {path}")
         training.write_json(pathlib.Path(args.workdir) / "results.json", results)
         if not args.no_export:
             from keras_relmem import export

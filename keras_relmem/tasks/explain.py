@@ -1,0 +1,88 @@
+"""Answer a story given on the command line and draw what the memory did.
+
+Reads a trained bAbI model's `checkpoint.keras` (from `train_babi.py`'s
+workdir) and the vocabularies of its export (`<export>/<name>/<version>/assets`),
+tokenises the story like the bAbI loader, prints the top answers and writes
+the model's picture (MEMO hops, EntNet gates, RMC attention).
+"""
+
+import argparse
+import pathlib
+import re
+import sys
+
+import numpy as np
+
+from keras_relmem.data.babi import tokenize
+from keras_relmem.data.vocab import Vocabulary
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="explain.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", required=True, help="a trained model's checkpoint.keras")
+    parser.add_argument("--assets", required=True, help="folder with vocab.txt and answers.txt (an export's assets/)")
+    parser.add_argument("--story", required=True, help='sentences separated by ".", e.g. "Mary went to the kitchen. John moved to the garden."')
+    parser.add_argument("--question", required=True, help='e.g. "Where is Mary?"')
+    parser.add_argument("--out", default="explain.png", help="PNG to write (default explain.png)")
+    return parser
+
+
+def encode(tokens_list, vocab, length):
+    ids = np.zeros((len(tokens_list), length), "int32")
+    for i, tokens in enumerate(tokens_list):
+        ids[i, : min(len(tokens), length)] = vocab.lookup(tokens[:length])
+    return ids
+
+
+def run(argv=None):
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    assets = pathlib.Path(args.assets)
+    for name in ("vocab.txt", "answers.txt"):
+        if not (assets / name).is_file():
+            build_parser().error(f"{assets / name} not found (pass an export's assets/ folder)")
+    if not pathlib.Path(args.checkpoint).is_file():
+        build_parser().error(f"{args.checkpoint} not found")
+    sentences = [tokenize(s) for s in re.split(r"[.!]", args.story) if tokenize(s)]
+    question = tokenize(args.question)
+    if not sentences or not question:
+        build_parser().error("--story needs at least one sentence and --question words")
+
+    import keras
+
+    from keras_relmem.tasks import plots
+
+    vocab = Vocabulary.load(assets / "vocab.txt")
+    answers = Vocabulary.load(assets / "answers.txt", pad_token=None)
+    model = keras.saving.load_model(args.checkpoint)
+    story_shape, query_shape = _input_shapes(model)
+    k, s = story_shape[1], story_shape[2]
+    story = np.zeros((1, k, s), "int32")
+    kept = sentences[-k:]
+    story[0, : len(kept)] = encode(kept, vocab, s)
+    query = encode([question], vocab, query_shape[1])
+    logits = keras.ops.convert_to_numpy(model({"story": story, "query": query}))[0]
+    probs = np.exp(logits - logits.max())
+    probs /= probs.sum()
+    top = np.argsort(-probs)[:3]
+    for i in top:
+        print(f"{answers.tokens[i]:>12s}  {probs[i]:.1%}")
+    path = plots.explain_babi(
+        model, story, query, [" ".join(t) for t in kept], args.question, vocab, answers, args.out
+    )
+    if path is not None:
+        print(f"Wrote {path}")
+    return [answers.tokens[i] for i in top], path
+
+
+def _input_shapes(model):
+    from keras_relmem.models.memo import MEMOClassifier
+
+    if isinstance(model, MEMOClassifier):
+        shapes = model.get_build_config()["input_shape"]
+        return shapes.get("story", shapes.get("facts")), shapes["query"]
+    by_name = {t.name.split(":")[0]: t.shape for t in model.inputs}
+    return by_name["story"], by_name["query"]
+
+
+def main():
+    run()

@@ -1,0 +1,136 @@
+"""Pictures of what the memories do (matplotlib, headless).
+
+Each function takes what `keras_relmem.probes` returns for one example and
+writes a PNG, returning its path. Needs the `viz` extra (matplotlib).
+"""
+
+import json
+import pathlib
+
+import numpy as np
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError as error:
+        raise ImportError(
+            "keras_relmem.viz needs matplotlib: pip install 'keras-relmem[viz]'"
+        ) from error
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path):
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    _pyplot().close(fig)
+    return path
+
+
+def rmc_attention_grid(attention, path, block=-1, title="RMC attention", row_labels=None):
+    """RMC paper Fig. 3 style: one panel per step and head, slots x (slots + input).
+
+    Args:
+        attention: `(time, blocks, heads, slots, rows)` for one example.
+        path: PNG to write.
+        block: which attention block to show (default the last).
+        row_labels: optional labels of the input at each step.
+    """
+    plt = _pyplot()
+    attention = np.asarray(attention)[:, block]
+    steps, heads, slots, rows = attention.shape
+    fig, axes = plt.subplots(heads, steps, figsize=(1.2 * steps + 1, 1.2 * heads + 0.8), squeeze=False)
+    for h in range(heads):
+        for t in range(steps):
+            ax = axes[h, t]
+            ax.imshow(attention[t, h], vmin=0, vmax=1, cmap="viridis")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if h == 0:
+                ax.set_title(row_labels[t] if row_labels else f"t={t + 1}", fontsize=7)
+            if t == 0:
+                ax.set_ylabel(f"head {h + 1}", fontsize=7)
+    fig.suptitle(f"{title}: slots (rows) attending to slots + input (last column)", fontsize=9)
+    return _save(fig, path)
+
+
+def memo_hops(trace, index, sentences, path, answer_words=None, question=None):
+    """MEMO Fig. 2 style: attention over the story's sentences at every hop.
+
+    Args:
+        trace: `keras_relmem.probes.memo_trace(...)`.
+        index: which example of the batch.
+        sentences: the example's facts as text (one label per fact).
+        path: PNG to write.
+        answer_words: optional id -> answer text, to label each hop's answer.
+        question: optional title text.
+    """
+    plt = _pyplot()
+    attention = trace["attention"][index].mean(axis=1)  # (hops, facts), mean over heads
+    n_facts = len(sentences)
+    attention = attention[:, :n_facts]
+    hops = attention.shape[0]
+    fig, ax = plt.subplots(figsize=(1.1 * hops + 4, 0.28 * n_facts + 1.5))
+    ax.imshow(attention.T, aspect="auto", cmap="Blues", vmin=0)
+    ax.set_yticks(range(n_facts))
+    ax.set_yticklabels(sentences, fontsize=7)
+    labels = []
+    for t in range(hops):
+        label = f"hop {t + 1}"
+        if answer_words is not None:
+            label += f"\n{answer_words[int(trace['answers'][index, t])]}"
+        if "p_halt" in trace:
+            label += f"\nP(halt) {trace['p_halt'][index, t]:.2f}"
+        labels.append(label)
+    ax.set_xticks(range(hops))
+    ax.set_xticklabels(labels, fontsize=7)
+    taken = int(trace["hops"][index])
+    ax.axvline(taken - 0.5, color="red", linewidth=1)
+    ax.set_title((question or "MEMO") + f"  (inference stops after hop {taken})", fontsize=9)
+    return _save(fig, path)
+
+
+def entnet_gates(gates, sentences, block_words, path, title="EntNet gates"):
+    """Gate heat map (sentence x block) with each block's nearest words.
+
+    Args:
+        gates: `(time, blocks)` for one example (NaN rows for padding are dropped).
+        sentences: the sentences as text.
+        block_words: per block, a list of its nearest vocabulary words.
+        path: PNG to write.
+    """
+    plt = _pyplot()
+    gates = np.asarray(gates)[: len(sentences)]
+    fig, ax = plt.subplots(figsize=(0.45 * gates.shape[1] + 4, 0.3 * len(sentences) + 2))
+    image = ax.imshow(gates, aspect="auto", cmap="magma", vmin=0, vmax=1)
+    ax.set_yticks(range(len(sentences)))
+    ax.set_yticklabels(sentences, fontsize=7)
+    ax.set_xticks(range(gates.shape[1]))
+    ax.set_xticklabels([f"{j + 1}: " + "/".join(w[:2]) for j, w in enumerate(block_words)], rotation=90, fontsize=6)
+    fig.colorbar(image, ax=ax, fraction=0.03)
+    ax.set_title(title + " (block: nearest words of its final memory)", fontsize=9)
+    return _save(fig, path)
+
+
+def training_curves(metrics_path, path, title="Training"):
+    """Accuracy, loss and (MEMO) mean hops per epoch from a `metrics.json`."""
+    plt = _pyplot()
+    record = json.loads(pathlib.Path(metrics_path).read_text())
+    epochs = [e["epoch"] + 1 for e in record["epochs"]]
+    panels = [k for k in ("accuracy", "loss", "hops", "perplexity") if any(k in e for e in record["epochs"])]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3), squeeze=False)
+    for ax, key in zip(axes[0], panels):
+        for prefix, style in (("", "-"), ("val_", "--")):
+            values = [e.get(prefix + key) for e in record["epochs"]]
+            if any(v is not None for v in values):
+                ax.plot(epochs, values, style, label=(prefix or "train_") + key)
+        ax.set_xlabel("epoch")
+        ax.set_title(key)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    return _save(fig, path)

@@ -1,0 +1,11 @@
+#!/usr/bin/env python
+"""Answer a story with a trained bAbI model and draw its memory (see --help)."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from keras_relmem.tasks.explain import main  # noqa: E402
+
+if __name__ == "__main__":
+    main()

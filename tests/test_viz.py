@@ -1,0 +1,107 @@
+"""Probes recompute the layers' own math; the pictures are written and not blank."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+import keras_relmem as kr
+from keras_relmem import probes, viz
+from keras_relmem.models.memo import MEMOClassifier
+from keras_relmem.tasks import babi as babi_task
+from keras_relmem.tasks import explain
+from tests.helpers import randomize_weights
+
+needs_data = pytest.mark.skipif(not os.environ.get("KERAS_RELMEM_DATA"), reason="needs KERAS_RELMEM_DATA")
+
+
+def assert_picture(path):
+    import matplotlib.image
+
+    assert path.is_file() and path.stat().st_size > 5000
+    image = matplotlib.image.imread(path)
+    assert image.std() > 0.02  # not a blank canvas
+
+
+def test_rmc_probe_follows_the_cell_and_rows_sum_to_one(tmp_path):
+    cell = kr.RelationalMemoryCell(mem_slots=3, head_size=4, num_heads=2, num_blocks=2)
+    xs = np.random.default_rng(0).normal(size=(2, 5, 6)).astype("float32")
+    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)
+    rnn = keras.layers.RNN(cell)
+    expected = np.asarray(rnn(xs, mask=mask))
+    randomize_weights(cell, seed=1)
+    expected = np.asarray(rnn(xs, mask=mask))
+    attention, memory = probes.rmc_attention(cell, xs, mask)
+    assert attention.shape == (2, 5, 2, 2, 3, 4)
+    np.testing.assert_allclose(memory, expected, atol=1e-5)
+    valid = attention[1]
+    np.testing.assert_allclose(valid.sum(-1), 1.0, atol=1e-5)
+    assert np.isnan(attention[0, 3:]).all()
+    assert_picture(viz.rmc_attention_grid(attention[1], tmp_path / "rmc.png"))
+
+
+def test_entnet_probe_gates_and_memory(tmp_path):
+    cell = kr.EntNetCell(num_blocks=4, units=6)
+    xs = np.random.default_rng(1).normal(size=(2, 5, 6)).astype("float32")
+    mask = np.array([[1, 1, 0, 0, 0], [1, 1, 1, 1, 1]], bool)
+    rnn = keras.layers.RNN(cell)
+    rnn(xs)
+    randomize_weights(cell, seed=2)
+    expected = np.asarray(rnn(xs, mask=mask)).reshape(2, 4, 6)
+    gates, memory = probes.entnet_gates(cell, xs, mask)
+    np.testing.assert_allclose(memory, expected, atol=1e-5)
+    assert np.nanmin(gates) >= 0 and np.nanmax(gates) <= 1 and np.isnan(gates[0, 2:]).all()
+    # The gate of step 0 is sigmoid(s.h + s.w + b) with h = w = keys at the start.
+    keys = np.asarray(cell.key_vectors)
+    g0 = 1 / (1 + np.exp(-(2 * xs[:, 0] @ keys.T + np.asarray(cell.gate_bias))))
+    np.testing.assert_allclose(gates[:, 0], g0, atol=1e-5)
+    words = probes.nearest_words(memory[1], np.eye(6), list("abcdef"), k=2)
+    assert len(words) == 4 and all(len(w) == 2 for w in words)
+    assert_picture(viz.entnet_gates(gates[1], [f"sentence {i}" for i in range(5)], words, tmp_path / "g.png"))
+
+
+def test_memo_trace_matches_the_layer(tmp_path):
+    model = MEMOClassifier(3, embedding_dim=4, vocab_size=12, max_time=5, num_heads=2, key_size=4, max_hops=3)
+    story = np.array([[[1, 2, 0], [3, 4, 5], [0, 0, 0], [0, 0, 0], [0, 0, 0]]], "int32")
+    query = np.array([[6, 7]], "int32")
+    x = {"story": story, "query": query}
+    out = model(x, return_hops=True)
+    trace = probes.memo_trace(model, x)
+    assert trace["attention"].shape == (1, 3, 2, 5)
+    np.testing.assert_allclose(trace["attention"].sum(-1), 1.0, atol=1e-5)
+    assert np.all(trace["attention"][0, :, :, 2:] < 1e-6)  # padded facts
+    np.testing.assert_array_equal(trace["hops"], np.asarray(out["hops"]))
+    embedded, mask = model.embed_inputs(x)
+    keys, values, q0 = model.memo.memory(*embedded)
+    _, first, _ = model.memo.hop(keys, values, q0, mask)
+    np.testing.assert_allclose(trace["attention"][:, 0], first, atol=1e-5)
+    assert ((trace["p_halt"] > 0) & (trace["p_halt"] < 1)).all()
+    path = viz.memo_hops(trace, 0, ["a b", "c d e"], tmp_path / "m.png", answer_words=["x", "y", "z"])
+    assert_picture(path)
+
+
+def test_training_curves(tmp_path):
+    metrics = {"epochs": [{"epoch": i, "accuracy": 0.3 + 0.1 * i, "val_accuracy": 0.25 + 0.1 * i,
+                           "loss": 2 - 0.3 * i, "hops": 4 - i} for i in range(4)], "starts": [0]}
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    assert_picture(viz.training_curves(tmp_path / "metrics.json", tmp_path / "curves.png"))
+
+
+@needs_data
+@pytest.mark.parametrize("model", ["entnet", "memo", "rmc"])
+def test_train_babi_plot_and_explain(model, tmp_path, capsys):
+    summary = babi_task.run(["--model", model, "--task", "1", "--epochs", "1", "--max-steps", "3",
+                             "--embedding-dim", "16", "--workdir", str(tmp_path), "--verbose", "0",
+                             "--plot", str(tmp_path / "plots")])
+    pictures = sorted((tmp_path / "plots" / "qa1").glob("*.png"))
+    assert len(pictures) == 4  # curves + 3 test questions
+    for picture in pictures:
+        assert_picture(picture)
+    assets = tmp_path / "export" / f"babi_{model}_qa1" / "1" / "assets"
+    answers, path = explain.run(["--checkpoint", str(tmp_path / "qa1" / "checkpoint.keras"), "--assets", str(assets),
+                                 "--story", "Mary went to the kitchen. John moved to the garden.",
+                                 "--question", "Where is Mary?", "--out", str(tmp_path / "explain.png")])
+    assert len(answers) == 3 and summary["tasks"]["1"]["questions"] == 1000
+    assert_picture(path)
