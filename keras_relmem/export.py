@@ -55,6 +55,19 @@ def _string_to_index_table(vocab_file, oov_id):
     return tf.lookup.StaticHashTable(initializer, default_value=oov_id)
 
 
+def _top_k_outputs(logits, table, k, name):
+    """`probabilities`, the `k` best labels (`name`) and their probabilities."""
+    import tensorflow as tf
+
+    probabilities = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
+    top = tf.math.top_k(probabilities, k=k)
+    return {
+        "probabilities": probabilities,
+        name: table.lookup(tf.cast(top.indices, tf.int64)),
+        "top_probabilities": top.values,
+    }
+
+
 def _write_atomically(archive, path):
     """Write to a sibling temp dir, then rename: TF Serving never sees half a version."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -111,13 +124,7 @@ def export_babi(model, data, base_dir, name="babi", version=None, top_k=3):
 
         def serve(story, query):
             logits = model({"story": story, "query": query}, training=False)
-            probabilities = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
-            top = tf.math.top_k(probabilities, k=top_k)
-            return {
-                "probabilities": probabilities,
-                "top_answers": answers.lookup(tf.cast(top.indices, tf.int64)),
-                "top_probabilities": top.values,
-            }
+            return _top_k_outputs(logits, answers, top_k, "top_answers")
 
         archive.add_endpoint(
             "serving_default",
@@ -166,13 +173,7 @@ def export_lm(model, vocab, base_dir, name="lm", version=None, top_k=5):
 
         def serve(ids):
             logits = model(ids, training=False)[:, -1, :]
-            probabilities = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
-            top = tf.math.top_k(probabilities, k=top_k)
-            return {
-                "probabilities": probabilities,
-                "top_words": words.lookup(tf.cast(top.indices, tf.int64)),
-                "top_probabilities": top.values,
-            }
+            return _top_k_outputs(logits, words, top_k, "top_words")
 
         archive.add_endpoint(
             "serving_default", serve, input_signature=[tf.TensorSpec((None, None), tf.int32, "ids")]

@@ -14,6 +14,24 @@ def _np(x):
     return np.asarray(keras.ops.convert_to_numpy(x))
 
 
+def _run_steps(step, inputs, memory, mask):
+    """Run `step(x_t, memory) -> (new_memory, numpy extra)` over time.
+
+    Masked steps keep the memory (as `keras.layers.RNN` does) and report NaN.
+    """
+    collected = []
+    for t in range(inputs.shape[1]):
+        new_memory, extra = step(inputs[:, t], memory)
+        extra = np.array(extra, dtype="float64")
+        if mask is not None:
+            keep = np.asarray(mask)[:, t].astype(bool)
+            new_memory = ops.where(keep.reshape((-1,) + (1,) * (len(new_memory.shape) - 1)), new_memory, memory)
+            extra[~keep] = np.nan
+        memory = new_memory
+        collected.append(extra)
+    return np.stack(collected, axis=1), memory
+
+
 def rmc_attention(cell, sequence, mask=None):
     """Attention of a `RelationalMemoryCell` at every step and block.
 
@@ -30,19 +48,15 @@ def rmc_attention(cell, sequence, mask=None):
         memory `(batch, slots * mem_size)`.
     """
     sequence = np.asarray(sequence)
-    batch, steps = sequence.shape[:2]
+    batch = sequence.shape[0]
     memory = ops.reshape(cell.get_initial_state(batch)[0], (batch, cell.mem_slots, cell.mem_size))
-    out = []
-    for t in range(steps):
-        new_memory, attention = cell.step(sequence[:, t], memory)
-        blocks = np.stack([_np(a)[:, :, : cell.mem_slots, :] for a in attention], axis=1)
-        if mask is not None:
-            keep = np.asarray(mask)[:, t].astype(bool)
-            new_memory = ops.where(keep[:, None, None], new_memory, memory)
-            blocks[~keep] = np.nan
-        memory = new_memory
-        out.append(blocks)
-    return np.stack(out, axis=1), _np(ops.reshape(memory, (batch, -1)))
+
+    def step(x, memory):
+        new_memory, attention = cell.step(x, memory)
+        return new_memory, np.stack([_np(a)[:, :, : cell.mem_slots, :] for a in attention], axis=1)
+
+    attention, memory = _run_steps(step, sequence, memory, mask)
+    return attention, _np(ops.reshape(memory, (batch, -1)))
 
 
 def entnet_gates(cell, sentences, mask=None):
@@ -58,19 +72,10 @@ def entnet_gates(cell, sentences, mask=None):
         `(gates (batch, time, blocks), memory (batch, blocks, units))`.
     """
     sentences = np.asarray(sentences)
-    batch, steps = sentences.shape[:2]
+    batch = sentences.shape[0]
     memory = ops.reshape(cell.get_initial_state(batch)[0], (batch, cell.num_blocks, cell.units))
-    gates = []
-    for t in range(steps):
-        new_memory, g = cell.step(sentences[:, t], memory)
-        g = _np(g).copy()
-        if mask is not None:
-            keep = np.asarray(mask)[:, t].astype(bool)
-            new_memory = ops.where(keep[:, None, None], new_memory, memory)
-            g[~keep] = np.nan
-        memory = new_memory
-        gates.append(g)
-    return np.stack(gates, axis=1), _np(memory)
+    gates, memory = _run_steps(lambda x, m: cell.step(x, m), sentences, memory, mask)
+    return gates, _np(memory)
 
 
 def memo_trace(model, inputs):

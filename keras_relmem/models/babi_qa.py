@@ -39,6 +39,13 @@ DEFAULTS = {
 }
 
 
+def rmc_from_config(config):
+    """A `RelationalMemoryCell` from the RMC entries of a model config dict."""
+    names = ("mem_slots", "head_size", "num_heads", "num_blocks", "gate_style",
+             "attention_mlp_layers", "key_size")
+    return RelationalMemoryCell(**{name: config[name] for name in names if name in config})
+
+
 def model_defaults(name):
     if name not in DEFAULTS:
         raise ValueError(f"model must be one of {sorted(DEFAULTS)}; received {name!r}.")
@@ -123,14 +130,7 @@ def build_babi_model(
         logits = EntNetReadout(num_answers, name="readout")([memory, question])
     else:
         if model == "rmc":
-            cell = RelationalMemoryCell(
-                mem_slots=config["mem_slots"],
-                head_size=config["head_size"],
-                num_heads=config["num_heads"],
-                num_blocks=config["num_blocks"],
-                gate_style=config["gate_style"],
-                attention_mlp_layers=config["attention_mlp_layers"],
-            )
+            cell = rmc_from_config(config)
             memory = keras.layers.RNN(cell, name="memory")(sentences)
         else:
             memory = keras.layers.LSTM(config["units"], name="memory")(sentences)

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_relmem.layers import RelationalMemoryCell
+from keras_relmem.models.babi_qa import rmc_from_config
 
 MODELS = ("rmc", "lstm")
 
@@ -118,16 +118,9 @@ def build_language_model(
     embedding = ReversibleEmbedding(vocab_size, config["embedding_dim"], name="embedding")
     x = embedding(ids)
     if model == "rmc":
-        cell = RelationalMemoryCell(
-            mem_slots=config["mem_slots"],
-            head_size=config["head_size"],
-            num_heads=config["num_heads"],
-            key_size=config["key_size"],
-            attention_mlp_layers=config["attention_mlp_layers"],
-            num_blocks=config["num_blocks"],
-            gate_style=config["gate_style"],
-        )
-        h = keras.layers.RNN(cell, return_sequences=True, stateful=stateful, name="core")(x)
+        h = keras.layers.RNN(
+            rmc_from_config(config), return_sequences=True, stateful=stateful, name="core"
+        )(x)
     else:
         h = keras.layers.LSTM(
             config["units"], return_sequences=True, stateful=stateful, name="core"
