@@ -76,6 +76,7 @@ def paired_associative_inference(
     embedding_size=64,
     indirect_fraction=0.5,
     seed=0,
+    num_items=None,
 ):
     """Paired associative inference (Banino et al. 2020, §4 and appendix A.1).
 
@@ -98,6 +99,10 @@ def paired_associative_inference(
         indirect_fraction: float in [0, 1], share of indirect queries
             (default 0.5).
         seed: int.
+        num_items: int or None. With a number, every example draws its items
+            from one fixed pool of that many vectors (as the paper draws from a
+            fixed set of ImageNet embeddings); None draws fresh vectors for
+            every example.
 
     Returns:
         dict with `memory (N, num_sequences * (L-1), 2, E)` float32,
@@ -126,7 +131,15 @@ def paired_associative_inference(
     direct_pairs = [(i, i + 1) for i in range(length - 1)]
     indirect_pairs = [(i, j) for i in range(length) for j in range(i + 2, length)]
 
-    items = rng.normal(size=(num_examples, seqs * length, embedding_size)).astype("float32")
+    if num_items is None:
+        items = rng.normal(size=(num_examples, seqs * length, embedding_size)).astype("float32")
+    else:
+        if num_items < seqs * length:
+            raise ValueError(f"num_items must be >= num_sequences * sequence_length = {seqs * length}.")
+        # One pool for every seed, so train and test sets share their items.
+        pool = np.random.default_rng(7919).normal(size=(num_items, embedding_size)).astype("float32")
+        chosen = np.stack([rng.choice(num_items, size=seqs * length, replace=False) for _ in range(num_examples)])
+        items = pool[chosen]
     items /= np.linalg.norm(items, axis=-1, keepdims=True)
     memory_items = np.zeros((num_examples, facts, 2), "int32")
     query_items = np.zeros((num_examples, 3), "int32")

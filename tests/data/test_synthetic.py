@@ -95,3 +95,12 @@ def test_same_seed_same_data(make):
 def test_bad_arguments():
     with pytest.raises(ValueError, match="sequence_length"):
         synthetic.paired_associative_inference(5, sequence_length=2)
+
+
+def test_item_pool_is_shared_across_examples_and_seeds():
+    a = synthetic.paired_associative_inference(30, num_sequences=3, num_items=20, seed=1)
+    b = synthetic.paired_associative_inference(30, num_sequences=3, num_items=20, seed=2)
+    vectors = np.concatenate([a["items"].reshape(-1, 64), b["items"].reshape(-1, 64)])
+    assert len(np.unique(vectors.round(6), axis=0)) <= 20
+    with pytest.raises(ValueError, match="num_items"):
+        synthetic.paired_associative_inference(2, num_sequences=3, num_items=5)
