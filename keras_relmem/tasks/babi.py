@@ -18,6 +18,7 @@ from keras_relmem.tasks import common
 # The embedded default: what `python tasks/train_babi.py` runs with no
 # arguments (EntNet, task 1 of the 1k set, ~1 minute on 2 CPU cores).
 QUICK_DEFAULT = ["--model", "entnet", "--task", "1", "--data", "en", "--epochs", "20"]
+CHOOSING_FLAGS = {"--model", "--task", "--joint", "--data", "--epochs"}
 
 # Training recipes. EntNet: Adam, lr 0.01 halved every 25 epochs, batch 32,
 # gradient-norm clip 40, 200 epochs (Henaff et al. 2017, §5.2).
@@ -46,8 +47,9 @@ def build_parser():
     parser = argparse.ArgumentParser(
         prog="train_babi.py",
         description=(
-            "Train a memory model on bAbI question answering. With no arguments, runs "
-            f"the quick default: {' '.join(QUICK_DEFAULT)}."
+            "Train a memory model on bAbI question answering. Unless --model, --task, "
+            "--joint, --data or --epochs is given, runs the quick default: "
+            f"{' '.join(QUICK_DEFAULT)}; otherwise the model's recipe (EntNet: 200 epochs)."
         ),
     )
     parser.add_argument("--model", choices=sorted(RECIPES), default="entnet")
@@ -75,8 +77,10 @@ def build_parser():
 
 def resolve_args(argv):
     argv = list(argv)
-    quick = not argv
-    args = build_parser().parse_args(QUICK_DEFAULT if quick else argv)
+    # The quick default holds unless a flag chooses what to train; run
+    # controls (--verbose, --workdir, --plot, --seed, ...) keep it.
+    quick = not any(arg.split("=")[0] in CHOOSING_FLAGS for arg in argv)
+    args = build_parser().parse_args(QUICK_DEFAULT + argv if quick else argv)
     args.quick_default = quick
     recipe = RECIPES[args.model]
     for key, value in recipe.items():
@@ -224,7 +228,7 @@ def run(argv=None):
     """Run the bAbI task; returns the results dict that is also written as JSON."""
     args = resolve_args(sys.argv[1:] if argv is None else argv)
     if args.quick_default:
-        print(f"No arguments: running the quick default ({' '.join(QUICK_DEFAULT)}).", flush=True)
+        print(f"Running the quick default ({' '.join(QUICK_DEFAULT)}).", flush=True)
     try:
         check_inputs(args)
     except (FileNotFoundError, ValueError) as error:

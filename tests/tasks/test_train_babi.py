@@ -129,3 +129,11 @@ def test_killed_run_resumes_from_last_completed_epoch(tmp_path):
     assert [e["epoch"] for e in record["epochs"]] == list(range(6))
     assert record["starts"][0] == 0 and record["starts"][-1] >= 2
     assert json.loads((workdir / "results.json").read_text())["tasks"]["1"]["questions"] == 1000
+
+
+def test_quick_default_survives_run_control_flags():
+    quick = babi_task.resolve_args(["--verbose", "0", "--workdir", "x", "--seed", "3"])
+    assert quick.quick_default and quick.epochs == 20 and quick.tasks == [1]
+    recipe = babi_task.resolve_args(["--task", "2"])
+    assert not recipe.quick_default and recipe.epochs == 200
+    assert babi_task.resolve_args(["--model", "rmc"]).epochs == 100
