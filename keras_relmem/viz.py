@@ -132,5 +132,5 @@ def training_curves(metrics_path, path, title="Training"):
         ax.set_xlabel("epoch")
         ax.set_title(key)
         ax.legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(title, fontsize=10, y=1.04)  # above the panel titles
     return _save(fig, path)
