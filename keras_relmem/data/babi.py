@@ -416,11 +416,3 @@ def load_babi(
         task_list, data, examples, memory_size or default_memory_size(task_list)
     )
 
-
-def babi_dir(data_dir=None):
-    """Directory of a local bAbI copy (for TFDS `manual_dir`), or None."""
-    root = sources.data_root(data_dir)
-    if root is None:
-        return None
-    found = BabiFiles._find_base(pathlib.Path(root)) if root.is_dir() else None
-    return found
