@@ -8,7 +8,6 @@ see the most recent `memory_size` sentences.
 """
 
 import dataclasses
-import pathlib
 import re
 import tarfile
 
