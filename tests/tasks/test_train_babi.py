@@ -127,7 +127,9 @@ def test_killed_run_resumes_from_last_completed_epoch(tmp_path):
     assert second.returncode == 0, second.stderr[-3000:]
     record = json.loads(metrics_file.read_text())
     assert [e["epoch"] for e in record["epochs"]] == list(range(6))
-    assert record["starts"][0] == 0 and record["starts"][-1] >= 2
+    # Metrics are written just before the epoch's backup, so a kill between the
+    # two redoes that one epoch; the run never starts over from 0.
+    assert record["starts"][0] == 0 and record["starts"][-1] >= max(1, done_before - 1)
     assert json.loads((workdir / "results.json").read_text())["tasks"]["1"]["questions"] == 1000
 
 
