@@ -296,12 +296,15 @@ class MEMO(keras.layers.Layer):
             ones = ops.repeat(ops.expand_dims(ops.cast(mask, "float32"), 1), self.num_heads, axis=1)
         return ones / ops.maximum(ops.sum(ones, axis=-1, keepdims=True), 1.0)
 
-    def policy_step(self, attention, previous, hop, state):
-        """Halting logit and value for this hop; no gradient reaches MEMO."""
-        distance = ops.mean(
+    def hop_distance(self, attention, previous):
+        """Bhattacharyya distance to the last hop's attention, mean over heads.
+
+        The halting policy's input; gradient-free, so nothing flows from the
+        halting network into MEMO.
+        """
+        return ops.mean(
             bhattacharyya_distance(ops.stop_gradient(attention), ops.stop_gradient(previous)), axis=-1
         )
-        return self.policy(distance, hop=hop, state=state)
 
     # -- training and inference ----------------------------------------------
     def unrolled(self, inputs, mask=None, training=False):
@@ -323,9 +326,10 @@ class MEMO(keras.layers.Layer):
             q, attention, answer = self.hop(keys, values, q, mask, training)
             answers.append(answer)
             attentions.append(attention)
-            distances.append(ops.mean(bhattacharyya_distance(attention, previous), axis=-1))
+            distance = self.hop_distance(attention, previous)
+            distances.append(distance)
             if self.policy is not None:
-                halt, value, state = self.policy_step(attention, previous, t, state)
+                halt, value, state = self.policy(distance, hop=t, state=state)
                 halts.append(ops.cast(halt, "float32"))
                 baselines.append(ops.cast(value, "float32"))
             previous = attention
@@ -364,7 +368,7 @@ class MEMO(keras.layers.Layer):
 
         def body(t, q, previous, state, final, halted, hops, mass):
             q, attention, logits = self.hop(keys, values, q, mask, training)
-            halt_logit, _, state = self.policy_step(attention, previous, t, state)
+            halt_logit, _, state = self.policy(self.hop_distance(attention, previous), hop=t, state=state)
             p_halt = ops.sigmoid(ops.cast(halt_logit, "float32"))
             last = t + 1 >= self.max_hops
             if self.halting == "reinforce":
