@@ -127,13 +127,9 @@ def load_corpus(corpus="ptb", data_dir=None):
     """
     files = {split: corpus_file(corpus, split, data_dir) for split in SPLITS}
     train_tokens = read_tokens(files["train"])
-    counts = {}
-    for token in train_tokens:
-        counts[token] = counts.get(token, 0) + 1
-    ordered = sorted(counts, key=lambda t: (-counts[t], t))
     # `<unk>` is a word of these corpora; as the OOV token it also catches
     # words of valid/test missing from a partial training file.
-    vocab = Vocabulary(ordered, pad_token=None, oov_token=UNK)
+    vocab = Vocabulary.build([train_tokens], order="frequency", pad_token=None, oov_token=UNK)
     ids = {"train": np.asarray(vocab.lookup(train_tokens), "int32")}
     for split in ("valid", "test"):
         ids[split] = np.asarray(vocab.lookup(read_tokens(files[split])), "int32")
