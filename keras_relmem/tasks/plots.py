@@ -54,12 +54,17 @@ def explain_babi(model, story, query, sentences, question, vocab, answer_vocab, 
     )
 
 
+def _curves(metrics_path, out_dir, title):
+    """`[training_curves.png]` when the run wrote a metrics file, else `[]`."""
+    if metrics_path and pathlib.Path(metrics_path).is_file():
+        return [viz.training_curves(metrics_path, out_dir / "training_curves.png", title)]
+    return []
+
+
 def plot_babi(model, data, out_dir, count=3, metrics_path=None):
     """Pictures for the first `count` test questions (and the training curves)."""
     out_dir = pathlib.Path(out_dir)
-    written = []
-    if metrics_path and pathlib.Path(metrics_path).is_file():
-        written.append(viz.training_curves(metrics_path, out_dir / "training_curves.png", "bAbI"))
+    written = _curves(metrics_path, out_dir, "bAbI")
     arrays = data.arrays("test")
     for i in range(min(count, len(data.examples["test"]))):
         ex = data.examples["test"][i]
@@ -76,9 +81,7 @@ def plot_babi(model, data, out_dir, count=3, metrics_path=None):
 
 def plot_nth_farthest(model, data, out_dir, count=2, metrics_path=None):
     out_dir = pathlib.Path(out_dir)
-    written = []
-    if metrics_path and pathlib.Path(metrics_path).is_file():
-        written.append(viz.training_curves(metrics_path, out_dir / "training_curves.png", "Nth Farthest"))
+    written = _curves(metrics_path, out_dir, "Nth Farthest")
     layer = model.get_layer("core")
     if not hasattr(layer, "cell") or not hasattr(layer.cell, "step"):
         return written
