@@ -4,6 +4,12 @@ Per-epoch checkpoints and resumption after a crash (Keras' `BackupAndRestore`,
 which also restores the optimizer and the epoch counter), a `.keras`
 checkpoint of the latest epoch, TensorBoard logs, a metrics JSON file that
 survives restarts, and an optional learning-rate schedule by epoch.
+
+Keras' own callbacks write their files in place, so a run killed while one is
+being written leaves half a file that the next run cannot open. The two
+subclasses here write to a new file or folder first and then switch to it
+with an atomic rename, so a kill at any moment leaves the previous complete
+state readable.
 """
 
 import json
@@ -48,13 +54,103 @@ class MetricsJSON(keras.callbacks.Callback):
         write_json(self.path, self.record)
 
 
-def write_json(path, obj):
-    """Write JSON atomically (temp file + rename): a kill never leaves half a file."""
+class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
+    """`BackupAndRestore` whose saves are all-or-nothing.
+
+    Each save goes into a fresh folder `state-<n>/` (weights and epoch
+    together); only once both are written does `latest` (a one-line file,
+    replaced atomically) name it, and older folders are removed. Loading reads
+    the folder `latest` names, so a kill during a save resumes from the save
+    before. Local paths only (the atomic rename needs a POSIX file system).
+
+    Args:
+        backup_dir: folder for the states.
+        **kwargs: passed to `keras.callbacks.BackupAndRestore`.
+
+    Example:
+
+    ```python
+    model.fit(ds, epochs=10, callbacks=[AtomicBackupAndRestore("runs/x/backup")])
+    ```
+    """
+
+    def __init__(self, backup_dir, **kwargs):
+        super().__init__(backup_dir, **kwargs)
+        self._root = pathlib.Path(backup_dir)
+        self._pointer = self._root / "latest"
+
+    def _point_at(self, folder):
+        self._weights_path = str(folder / "latest.weights.h5")
+        self._training_metadata_path = str(folder / "training_metadata.json")
+        # Keras' fall-back to a previous save is replaced by the `latest` pointer.
+        self._prev_weights_path = self._weights_path + ".none"
+        self._prev_training_metadata_path = self._training_metadata_path + ".none"
+
+    def _load_model(self):
+        if self._pointer.is_file():
+            self._point_at(self._root / self._pointer.read_text().strip())
+            super()._load_model()
+
+    def _save_model(self):
+        self._root.mkdir(parents=True, exist_ok=True)
+        previous = self._pointer.read_text().strip() if self._pointer.is_file() else None
+        index = int(previous.split("-")[1]) + 1 if previous else 0
+        folder = self._root / f"state-{index}"
+        if folder.exists():  # left by a save that was killed
+            shutil.rmtree(folder)
+        folder.mkdir()
+        self._point_at(folder)
+        super()._save_model()
+        write_text_atomic(self._pointer, folder.name)
+        for stale in self._root.glob("state-*"):
+            if stale.name != folder.name:
+                shutil.rmtree(stale, ignore_errors=True)
+
+
+class AtomicModelCheckpoint(keras.callbacks.ModelCheckpoint):
+    """`ModelCheckpoint` (whole model, every epoch) that never leaves a half-written file.
+
+    Keras writes the `.keras` file to a temporary name next to `filepath`,
+    which is then renamed over it.
+
+    Args:
+        filepath: the `.keras` file to keep up to date.
+        **kwargs: passed to `keras.callbacks.ModelCheckpoint`.
+
+    Example:
+
+    ```python
+    model.fit(ds, epochs=10, callbacks=[AtomicModelCheckpoint("runs/x/checkpoint.keras")])
+    ```
+    """
+
+    def __init__(self, filepath, **kwargs):
+        self.final_path = pathlib.Path(filepath)
+        # Keras checks the extension, so the temporary name keeps `.keras`.
+        partial = self.final_path.with_name("." + self.final_path.stem + ".partial.keras")
+        super().__init__(str(partial), **kwargs)
+
+    def _save_model(self, epoch, batch, logs):
+        super()._save_model(epoch, batch, logs)
+        if os.path.exists(self.filepath):
+            os.replace(self.filepath, self.final_path)
+
+
+def write_text_atomic(path, text):
+    """Write a text file atomically (temp file + rename): a kill never leaves half a file."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2))
+    with open(tmp, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
     os.replace(tmp, path)
+
+
+def write_json(path, obj):
+    """Write JSON atomically (temp file + rename): a kill never leaves half a file."""
+    write_text_atomic(path, json.dumps(obj, indent=2))
 
 
 def step_decay(initial, factor=0.5, every=25):
@@ -117,9 +213,9 @@ def run_fit(
     if schedule is not None:
         all_callbacks.append(keras.callbacks.LearningRateScheduler(schedule))
     all_callbacks += [
-        keras.callbacks.ModelCheckpoint(str(workdir / "checkpoint.keras")),
+        AtomicModelCheckpoint(workdir / "checkpoint.keras"),
         # Last, so an epoch counts as done only once everything above is written.
-        keras.callbacks.BackupAndRestore(str(backup), delete_checkpoint=False),
+        AtomicBackupAndRestore(str(backup), delete_checkpoint=False),
     ]
     if logdir:
         all_callbacks.append(keras.callbacks.TensorBoard(str(logdir)))

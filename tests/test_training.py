@@ -1,0 +1,83 @@
+"""Checkpoints survive a kill at any moment: the next run resumes from the last complete save."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+
+from keras_relmem import training
+
+
+def _model():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer="adam", loss="mse")
+    return model
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(16, 3)).astype("float32"), rng.normal(size=(16, 2)).astype("float32")
+
+
+def test_backup_killed_mid_save_resumes_from_previous_epoch(tmp_path, monkeypatch):
+    x, y = _data()
+    backup = tmp_path / "backup"
+    model = _model()
+    model.fit(x, y, epochs=2, verbose=0, callbacks=[training.AtomicBackupAndRestore(str(backup), delete_checkpoint=False)])
+    weights_after_2 = [w.copy() for w in model.get_weights()]
+
+    # The third epoch's save dies after writing half a weights file.
+    def dying_save(self, filepath, overwrite=True, **kwargs):
+        with open(filepath, "wb") as handle:
+            handle.write(b"\x89HDF\r\n\x1a\n garbage")
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(keras.Model, "save_weights", dying_save)
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(x, y, epochs=3, verbose=0,
+                  callbacks=[training.AtomicBackupAndRestore(str(backup), delete_checkpoint=False)])
+    monkeypatch.undo()
+
+    fresh = _model()
+    seen = []
+    fresh.fit(x, y, epochs=2, verbose=0, callbacks=[
+        training.AtomicBackupAndRestore(str(backup), delete_checkpoint=False),
+        keras.callbacks.LambdaCallback(on_epoch_begin=lambda epoch, logs: seen.append(epoch)),
+    ])
+    # Epochs 0-1 were saved completely, so nothing is left to run, and the
+    # weights are the ones saved after epoch 2, not the half-written file.
+    assert seen == []
+    for got, want in zip(fresh.get_weights(), weights_after_2):
+        np.testing.assert_array_equal(got, want)
+    assert (backup / "latest").read_text() == "state-1"
+
+
+def test_backup_keeps_one_state_and_a_plain_pointer(tmp_path):
+    x, y = _data()
+    backup = tmp_path / "backup"
+    _model().fit(x, y, epochs=3, verbose=0,
+                 callbacks=[training.AtomicBackupAndRestore(str(backup), delete_checkpoint=False)])
+    assert sorted(p.name for p in backup.iterdir()) == ["latest", "state-2"]
+    meta = json.loads((backup / "state-2" / "training_metadata.json").read_text())
+    assert meta["epoch"] == 3
+
+
+def test_model_checkpoint_is_replaced_whole(tmp_path, monkeypatch):
+    x, y = _data()
+    path = tmp_path / "checkpoint.keras"
+    model = _model()
+    model.fit(x, y, epochs=1, verbose=0, callbacks=[training.AtomicModelCheckpoint(path)])
+    good = path.read_bytes()
+
+    def dying_save(self, filepath, overwrite=True, **kwargs):
+        with open(filepath, "wb") as handle:
+            handle.write(b"PK half a zip")
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(keras.Model, "save", dying_save)
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(x, y, epochs=1, verbose=0, callbacks=[training.AtomicModelCheckpoint(path)])
+    monkeypatch.undo()
+    assert path.read_bytes() == good
+    keras.saving.load_model(path)
