@@ -11,6 +11,8 @@ import tempfile
 
 import keras
 
+from keras_relmem.data.lm import EOS
+
 
 def next_version(base_dir, name):
     """1 + the highest numeric version under `<base_dir>/<name>/` (1 if none)."""
@@ -68,6 +70,37 @@ def _top_k_outputs(logits, table, k, name):
     }
 
 
+def _tokenize(text):
+    """In-graph twin of `keras_relmem.data.babi.tokenize`: lower-case, punctuation to spaces, split.
+
+    `text` is a string tensor of any shape; returns a RaggedTensor with one
+    more (ragged) dimension of words. TF's regex engine (RE2) reads `\\w` as
+    ASCII letters, digits and `_`, which is what bAbI's text uses.
+    """
+    import tensorflow as tf
+
+    lowered = tf.strings.lower(text, encoding="utf-8")
+    return tf.strings.split(tf.strings.regex_replace(lowered, r"[^\w\s]", " "))
+
+
+def _story_ids(sentences, table, story_length, sentence_length):
+    """Story strings `(b, n)` -> ids `(b, K, S)` exactly as `BabiData.arrays` builds them.
+
+    Empty strings (the padding of a batch of stories of different lengths)
+    are dropped, the last `K` sentences are kept oldest first, and sentences
+    longer than `S` words are cut to their first `S` words.
+    """
+    import tensorflow as tf
+
+    words = _tokenize(tf.RaggedTensor.from_tensor(sentences))  # (b, [n], [w])
+    words = tf.ragged.boolean_mask(words, words.row_lengths(axis=2) > 0)
+    count = words.row_lengths()
+    position = tf.ragged.range(count)
+    words = tf.ragged.boolean_mask(words, position >= tf.expand_dims(count - story_length, 1))
+    ids = tf.cast(words.with_flat_values(table.lookup(words.flat_values)), tf.int32)
+    return ids.to_tensor(0, shape=[None, story_length, sentence_length])
+
+
 def _write_atomically(archive, path):
     """Write to a sibling temp dir, then rename: TF Serving never sees half a version."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -84,10 +117,19 @@ def _write_atomically(archive, path):
 def export_babi(model, data, base_dir, name="babi", version=None, top_k=3):
     """Export a bAbI model for TF Serving.
 
-    Signature `serving_default(story int32 (b, K, S), query int32 (b, Q))`
-    returns `probabilities (b, answers)`, `top_answers` (b, top_k) strings and
-    `top_probabilities (b, top_k)`. The word and answer vocabularies are
-    assets `vocab.txt` and `answers.txt`.
+    Signatures:
+
+    - `serving_default(story int32 (b, K, S), query int32 (b, Q))` returns
+      `probabilities (b, answers)`, `top_answers` (b, top_k) strings and
+      `top_probabilities (b, top_k)`.
+    - `answer(story string (b, n), question string (b,))` takes the story's
+      sentences and the question as text (pad a batch of shorter stories
+      with empty strings), tokenises and looks the words up inside the graph
+      exactly as `keras_relmem.data.babi` does (words it never saw become
+      `<unk>`; the last K sentences are kept, sentences are cut to S words)
+      and returns the same three outputs.
+
+    The word and answer vocabularies are assets `vocab.txt` and `answers.txt`.
 
     Args:
         model: a trained model from `build_babi_model`.
@@ -118,13 +160,18 @@ def export_babi(model, data, base_dir, name="babi", version=None, top_k=3):
         archive.track(model)
         answers = _index_to_string_table(answers_file)
         archive.track(answers)
-        # Tracked so that vocab.txt lands in assets/ (the text signatures
-        # look words up with it).
-        archive.track(_string_to_index_table(vocab_file, data.vocab.oov_id))
+        words = _string_to_index_table(vocab_file, data.vocab.oov_id)
+        archive.track(words)
 
         def serve(story, query):
             logits = model({"story": story, "query": query}, training=False)
             return _top_k_outputs(logits, answers, top_k, "top_answers")
+
+        def answer(story, question):
+            story_ids = _story_ids(story, words, data.story_length, data.sentence_length)
+            query = _tokenize(question)
+            query_ids = tf.cast(query.with_flat_values(words.lookup(query.flat_values)), tf.int32)
+            return serve(story_ids, query_ids.to_tensor(0, shape=[None, data.query_length]))
 
         archive.add_endpoint(
             "serving_default",
@@ -134,6 +181,14 @@ def export_babi(model, data, base_dir, name="babi", version=None, top_k=3):
                 tf.TensorSpec((None, data.query_length), tf.int32, "query"),
             ],
         )
+        archive.add_endpoint(
+            "answer",
+            answer,
+            input_signature=[
+                tf.TensorSpec((None, None), tf.string, "story"),
+                tf.TensorSpec((None,), tf.string, "question"),
+            ],
+        )
         return _write_atomically(archive, path)
 
 
@@ -141,10 +196,18 @@ def export_lm(model, vocab, base_dir, name="lm", version=None, top_k=5):
     """Export a next-word model for TF Serving.
 
     `model` must be non-stateful (rebuild with `stateful=False` and copy the
-    weights of a stateful training model). Signature
-    `serving_default(ids int32 (b, t))` returns `top_words (b, top_k)` strings
-    and `top_probabilities (b, top_k)` for the word after the prefix, and
-    `probabilities (b, vocab)`. The vocabulary is the asset `vocab.txt`.
+    weights of a stateful training model). Signatures:
+
+    - `serving_default(ids int32 (b, t))` returns `top_words (b, top_k)`
+      strings and `top_probabilities (b, top_k)` for the word after the
+      prefix, and `probabilities (b, vocab)`.
+    - `next_word(prefix string (b,))` takes text: split on whitespace (the
+      corpora are pre-tokenised), words looked up in the graph (unknown ones
+      become `<unk>`), read as the start of a line, i.e. after `<eos>`, so an
+      empty prefix asks for the first word of a line. Prefixes of different
+      lengths can share a batch. Same outputs.
+
+    The vocabulary is the asset `vocab.txt`.
 
     Args:
         model: a non-stateful model from `build_language_model`.
@@ -170,12 +233,29 @@ def export_lm(model, vocab, base_dir, name="lm", version=None, top_k=5):
         archive.track(model)
         words = _index_to_string_table(vocab_file)
         archive.track(words)
+        ids_of = _string_to_index_table(vocab_file, vocab.oov_id)
+        archive.track(ids_of)
+        eos_id = vocab.token_id(EOS)
 
         def serve(ids):
             logits = model(ids, training=False)[:, -1, :]
             return _top_k_outputs(logits, words, top_k, "top_words")
 
+        def next_word(prefix):
+            tokens = tf.strings.split(prefix)
+            ids = tf.cast(tokens.with_flat_values(ids_of.lookup(tokens.flat_values)), tf.int32)
+            start = tf.fill([tf.shape(prefix)[0], 1], eos_id)
+            ids = tf.concat([tf.RaggedTensor.from_tensor(start), ids], axis=1)
+            # Right padding cannot change earlier steps of a causal model, so
+            # each row's prediction is read at its own last word.
+            logits = model(ids.to_tensor(eos_id), training=False)
+            last = tf.gather(logits, ids.row_lengths() - 1, axis=1, batch_dims=1)
+            return _top_k_outputs(last, words, top_k, "top_words")
+
         archive.add_endpoint(
             "serving_default", serve, input_signature=[tf.TensorSpec((None, None), tf.int32, "ids")]
+        )
+        archive.add_endpoint(
+            "next_word", next_word, input_signature=[tf.TensorSpec((None,), tf.string, "prefix")]
         )
         return _write_atomically(archive, path)

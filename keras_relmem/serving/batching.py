@@ -1,0 +1,155 @@
+"""Server-side batching: concurrent requests to one signature run as one call.
+
+A request waits at most `timeout` seconds for others whose inputs have the same
+shape apart from the batch dimension; together they run as one batch of at
+most `max_batch_size` rows and each gets its own rows back. A request larger
+than `max_batch_size`, or whose outputs do not have one row per input row,
+runs alone. Like TF Serving's `--enable_batching`: it trades a little latency
+for throughput under concurrent load.
+"""
+
+import concurrent.futures
+import queue
+import re
+import threading
+import time
+
+import numpy as np
+
+from keras_relmem.serving.errors import ServingError
+
+
+def parse_batching_parameters(text):
+    """TF Serving's `--batching_parameters_file` (text `BatchingParameters`) -> dict.
+
+    Reads `max_batch_size`, `batch_timeout_micros`, `num_batch_threads` and
+    `max_enqueued_batches` (each `name { value: N }`); other fields are ignored.
+
+    Example:
+
+    ```python
+    parse_batching_parameters("max_batch_size { value: 32 } batch_timeout_micros { value: 2000 }")
+    # {'max_batch_size': 32, 'batch_timeout_micros': 2000}
+    ```
+    """
+    known = ("max_batch_size", "batch_timeout_micros", "num_batch_threads", "max_enqueued_batches")
+    found = {}
+    for name, value in re.findall(r"(\w+)\s*\{\s*value\s*:\s*(-?\d+)\s*\}", text):
+        if name in known:
+            found[name] = int(value)
+    unparsed = re.sub(r"(\w+)\s*\{\s*value\s*:\s*-?\d+\s*\}|#[^\n]*|\s", "", text)
+    if unparsed:
+        raise ValueError(
+            f"batching parameters: cannot read {unparsed[:60]!r}; expected lines like "
+            "'max_batch_size { value: 32 }'."
+        )
+    return found
+
+
+class _Pending:
+    def __init__(self, inputs, rows):
+        self.inputs = inputs
+        self.rows = rows
+        self.key = tuple(sorted((k, v.dtype.str, v.shape[1:]) for k, v in inputs.items()))
+        self.future = concurrent.futures.Future()
+        self.arrived = time.monotonic()
+
+
+class Batcher:
+    """Groups concurrent runs of one servable signature.
+
+    Args:
+        run: `inputs dict -> outputs dict` (checked inputs, NumPy arrays).
+        max_batch_size: rows per merged call.
+        timeout: seconds the first request of a batch waits for company.
+        max_enqueued: requests allowed to wait; beyond, RESOURCE_EXHAUSTED.
+
+    Example:
+
+    ```python
+    batcher = Batcher(lambda inputs: servable.run("serving_default", inputs), 32, 0.002)
+    outputs = batcher.submit({"ids": ids})
+    ```
+    """
+
+    def __init__(self, run, max_batch_size=32, timeout=0.002, max_enqueued=1000):
+        self._run = run
+        self.max_batch_size = max_batch_size
+        self.timeout = timeout
+        self._queue = queue.Queue(maxsize=max_enqueued)
+        self._held = []
+        self._thread = threading.Thread(target=self._loop, name="batcher", daemon=True)
+        self._thread.start()
+
+    def submit(self, inputs):
+        rows = {v.shape[0] if v.ndim else -1 for v in inputs.values()}
+        if len(rows) != 1 or -1 in rows or next(iter(rows)) > self.max_batch_size:
+            return self._run(inputs)  # scalars, ragged batches or big requests run alone
+        pending = _Pending(inputs, rows.pop())
+        try:
+            self._queue.put_nowait(pending)
+        except queue.Full:
+            import grpc
+
+            raise ServingError(grpc.StatusCode.RESOURCE_EXHAUSTED, "batching queue is full; retry later")
+        return pending.future.result()
+
+    def _next(self, timeout):
+        if self._held:
+            return self._held.pop(0)
+        try:
+            return self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def _loop(self):
+        while True:
+            first = self._next(None)
+            batch, rows = [first], first.rows
+            deadline = first.arrived + self.timeout
+            put_back = []
+            while rows < self.max_batch_size:
+                remaining = deadline - time.monotonic()
+                try:
+                    item = self._queue.get(timeout=max(remaining, 0)) if remaining > 0 else self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item.key == first.key and rows + item.rows <= self.max_batch_size:
+                    batch.append(item)
+                    rows += item.rows
+                else:
+                    put_back.append(item)
+            self._held.extend(put_back)
+            self._execute(batch, rows)
+
+    def _execute(self, batch, rows):
+        if len(batch) == 1:
+            self._settle(batch[0], lambda: self._run(batch[0].inputs))
+            return
+        merged = {name: np.concatenate([p.inputs[name] for p in batch]) for name in batch[0].inputs}
+        try:
+            outputs = self._run(merged)
+            if any(np.ndim(v) == 0 or len(v) != rows for v in outputs.values()):
+                raise _NotRowWise()
+        except Exception:
+            # One bad request, or outputs that are not one row per input:
+            # each request runs on its own, so only the bad one fails.
+            for pending in batch:
+                self._settle(pending, lambda p=pending: self._run(p.inputs))
+            return
+        start = 0
+        for pending in batch:
+            stop = start + pending.rows
+            pending.future.set_result({k: v[start:stop] for k, v in outputs.items()})
+            start = stop
+
+    @staticmethod
+    def _settle(pending, compute):
+        try:
+            pending.future.set_result(compute())
+        except Exception as error:
+            pending.future.set_exception(error)
+
+
+class _NotRowWise(Exception):
+    pass

@@ -1,0 +1,179 @@
+"""A client for TF Serving's gRPC API (ours or the official `tensorflow/serving`).
+
+Importable:
+
+```python
+from keras_relmem.serving.client import ServingClient
+client = ServingClient("127.0.0.1:8500")
+client.answer("babi", ["Mary went to the kitchen.", "John moved to the garden."], "Where is Mary?")
+# [('kitchen', 0.93), ('garden', 0.04), ('office', 0.01)]
+client.next_words("lm", "the company said")
+client.status("babi"); client.metadata("babi")
+```
+
+Command line (`python serving/client.py --help`):
+
+    python serving/client.py --server 127.0.0.1:8500 answer --model babi \\
+        --story "Mary went to the kitchen." "John moved to the garden." --question "Where is Mary?"
+    python serving/client.py next-words --model lm --prefix "the company said"
+    python serving/client.py status --model babi
+    python serving/client.py metadata --model babi
+"""
+
+import argparse
+import json
+import sys
+
+import grpc
+import numpy as np
+import tensorflow as tf
+from google.protobuf import json_format
+from tensorflow_serving.apis import (
+    get_model_metadata_pb2,
+    get_model_status_pb2,
+    model_service_pb2_grpc,
+    predict_pb2,
+    prediction_service_pb2_grpc,
+)
+
+
+class ServingClient:
+    """Calls a model server through the official `tensorflow-serving-api` stubs.
+
+    Args:
+        target: `host:port` of the gRPC endpoint.
+        timeout: seconds per call.
+
+    Example:
+
+    ```python
+    client = ServingClient("127.0.0.1:8500")
+    print(client.answer("babi", ["Mary went home."], "Where is Mary?"))
+    ```
+    """
+
+    def __init__(self, target="127.0.0.1:8500", timeout=30.0):
+        self.channel = grpc.insecure_channel(target, options=[("grpc.max_receive_message_length", -1)])
+        self.timeout = timeout
+        self.prediction = prediction_service_pb2_grpc.PredictionServiceStub(self.channel)
+        self.models = model_service_pb2_grpc.ModelServiceStub(self.channel)
+
+    def close(self):
+        self.channel.close()
+
+    def predict(self, model, inputs, signature="serving_default", version=None, output_filter=()):
+        """Raw Predict: `{alias: array-like}` in, `{alias: np.ndarray}` out."""
+        request = predict_pb2.PredictRequest()
+        request.model_spec.name = model
+        request.model_spec.signature_name = signature
+        if version is not None:
+            request.model_spec.version.value = int(version)
+        for alias, value in inputs.items():
+            request.inputs[alias].CopyFrom(tf.make_tensor_proto(value))
+        request.output_filter.extend(output_filter)
+        response = self.prediction.Predict(request, timeout=self.timeout)
+        return {alias: tf.make_ndarray(proto) for alias, proto in response.outputs.items()}
+
+    @staticmethod
+    def _pairs(outputs, labels):
+        return [
+            [(label.decode("utf-8"), float(p)) for label, p in zip(row_labels, row_probabilities)]
+            for row_labels, row_probabilities in zip(outputs[labels], outputs["top_probabilities"])
+        ]
+
+    def answer(self, model, story, question, version=None):
+        """Ask a bAbI model: `story` a list of sentences, `question` a string -> [(answer, p)]."""
+        outputs = self.predict(
+            model, {"story": np.array([story], dtype=object), "question": np.array([question], dtype=object)},
+            signature="answer", version=version,
+        )
+        return self._pairs(outputs, "top_answers")[0]
+
+    def next_words(self, model, prefix, version=None):
+        """Ask a language model for the words after `prefix` -> [(word, p)]."""
+        outputs = self.predict(model, {"prefix": np.array([prefix], dtype=object)}, signature="next_word", version=version)
+        return self._pairs(outputs, "top_words")[0]
+
+    def status(self, model, version=None):
+        """GetModelStatus as a dict (the JSON form TF Serving's REST API shows)."""
+        request = get_model_status_pb2.GetModelStatusRequest()
+        request.model_spec.name = model
+        if version is not None:
+            request.model_spec.version.value = int(version)
+        response = self.models.GetModelStatus(request, timeout=self.timeout)
+        return json_format.MessageToDict(response, preserving_proto_field_name=True)
+
+    def metadata(self, model, version=None):
+        """GetModelMetadata: `{signature name: {inputs: {alias: (dtype, shape)}, outputs: ...}}`."""
+        request = get_model_metadata_pb2.GetModelMetadataRequest()
+        request.model_spec.name = model
+        if version is not None:
+            request.model_spec.version.value = int(version)
+        request.metadata_field.append("signature_def")
+        response = self.prediction.GetModelMetadata(request, timeout=self.timeout)
+        signature_map = get_model_metadata_pb2.SignatureDefMap()
+        response.metadata["signature_def"].Unpack(signature_map)
+
+        def describe(tensors):
+            return {
+                alias: (
+                    tf.dtypes.as_dtype(info.dtype).name,
+                    [d.size if d.size >= 0 else None for d in info.tensor_shape.dim],
+                )
+                for alias, info in sorted(tensors.items())
+            }
+
+        return {
+            "version": response.model_spec.version.value,
+            "signatures": {
+                key: {"inputs": describe(sig.inputs), "outputs": describe(sig.outputs)}
+                for key, sig in sorted(signature_map.signature_def.items())
+            },
+        }
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(description="Query a TF Serving gRPC endpoint (ours or the official one).")
+    parser.add_argument("--server", default="127.0.0.1:8500", help="host:port of the gRPC API (default 127.0.0.1:8500)")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per call")
+    commands = parser.add_subparsers(dest="command", required=True)
+    ask = commands.add_parser("answer", help="ask a bAbI model a question about a story")
+    ask.add_argument("--model", required=True)
+    ask.add_argument("--story", nargs="+", required=True, help="the story's sentences, one argument each")
+    ask.add_argument("--question", required=True)
+    ask.add_argument("--version", type=int)
+    nxt = commands.add_parser("next-words", help="ask a language model for the next word")
+    nxt.add_argument("--model", required=True)
+    nxt.add_argument("--prefix", required=True, help="the text so far (space-separated words)")
+    nxt.add_argument("--version", type=int)
+    for name in ("status", "metadata"):
+        sub = commands.add_parser(name, help=f"print the model's {name} as JSON")
+        sub.add_argument("--model", required=True)
+        sub.add_argument("--version", type=int)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    client = ServingClient(args.server, args.timeout)
+    try:
+        if args.command == "answer":
+            for label, p in client.answer(args.model, args.story, args.question, args.version):
+                print(f"{label}\t{p:.4f}")
+        elif args.command == "next-words":
+            for word, p in client.next_words(args.model, args.prefix, args.version):
+                print(f"{word}\t{p:.4f}")
+        elif args.command == "status":
+            print(json.dumps(client.status(args.model, args.version), indent=2))
+        else:
+            print(json.dumps(client.metadata(args.model, args.version), indent=2))
+    except grpc.RpcError as error:
+        print(f"error: {error.code().name}: {error.details()}", file=sys.stderr)
+        return 1
+    finally:
+        client.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""What both front ends (gRPC and REST) do with a request, independent of the wire format."""
+
+import threading
+
+from tensorflow_serving.apis import get_model_metadata_pb2
+
+from keras_relmem.serving.batching import Batcher
+
+
+class ServingCore:
+    """Predict, metadata and status over a `ModelManager`, with optional batching.
+
+    Args:
+        manager: the `ModelManager`.
+        batching: None, or a dict with `max_batch_size`, `batch_timeout_micros`
+            and optionally `max_enqueued_batches`.
+
+    Example:
+
+    ```python
+    core = ServingCore(manager, batching={"max_batch_size": 32, "batch_timeout_micros": 2000})
+    servable, signature, outputs = core.predict("babi", None, None, "answer", inputs)
+    ```
+    """
+
+    def __init__(self, manager, batching=None):
+        self.manager = manager
+        self.batching = batching
+        self._batchers = {}
+        self._lock = threading.Lock()
+
+    def predict(self, name, version, label, signature_name, inputs, output_filter=(), exact_dtypes=True):
+        servable = self.manager.get(name, version, label)
+        key, _ = servable.signature(signature_name)
+        checked = servable.check_inputs(key, inputs, exact_dtypes)
+        if self.batching:
+            outputs = self._batcher(servable, key).submit(checked)
+            if output_filter:
+                if set(output_filter) - set(outputs):
+                    servable.run(key, checked, output_filter)  # raises the precise error
+                outputs = {k: outputs[k] for k in output_filter}
+        else:
+            outputs = servable.run(key, checked, output_filter)
+        return servable, key, outputs
+
+    def _batcher(self, servable, key):
+        with self._lock:
+            batcher_key = (servable.name, servable.version, id(servable), key)
+            if batcher_key not in self._batchers:
+                # Drop batchers of versions no longer served.
+                for old in [k for k in self._batchers if k[0] == servable.name and k[2] != id(servable)]:
+                    del self._batchers[old]
+                self._batchers[batcher_key] = Batcher(
+                    lambda inputs, s=servable, k=key: s.run(k, inputs),
+                    max_batch_size=self.batching.get("max_batch_size", 32),
+                    timeout=self.batching.get("batch_timeout_micros", 2000) / 1e6,
+                    max_enqueued=self.batching.get("max_enqueued_batches", 100)
+                    * self.batching.get("max_batch_size", 32),
+                )
+            return self._batchers[batcher_key]
+
+    def metadata(self, name, version=None, label=None):
+        """`(servable, SignatureDefMap proto)` as GetModelMetadata reports it."""
+        servable = self.manager.get(name, version, label)
+        signature_map = get_model_metadata_pb2.SignatureDefMap()
+        for key, signature_def in servable.signature_defs.items():
+            signature_map.signature_def[key].CopyFrom(signature_def)
+        return servable, signature_map

@@ -1,0 +1,196 @@
+"""TF Serving's gRPC services (PredictionService, ModelService) over a `ServingCore`.
+
+The request and response messages are the official ones from
+`tensorflow-serving-api`, so TF Serving's own clients work unchanged.
+"""
+
+import functools
+import logging
+
+import grpc
+import numpy as np
+import tensorflow as tf
+from tensorflow_serving.apis import (
+    classification_pb2,
+    get_model_metadata_pb2,
+    get_model_status_pb2,
+    model_service_pb2_grpc,
+    predict_pb2,
+    prediction_service_pb2_grpc,
+    regression_pb2,
+)
+
+from keras_relmem.serving.errors import ServingError, invalid
+from keras_relmem.serving.servable import CLASSIFY_METHOD, REGRESS_METHOD
+
+log = logging.getLogger("keras_relmem.serving")
+
+# tensorflow.error.Code values used in ModelVersionStatus.status.
+_OK, _UNKNOWN = 0, 2
+
+
+def _spec(model_spec):
+    """(name, version or None, label or None, signature_name) of a ModelSpec."""
+    version = model_spec.version.value if model_spec.HasField("version") else None
+    label = model_spec.version_label or None
+    if not model_spec.name:
+        raise invalid("model_spec.name is empty: name the model to use")
+    return model_spec.name, version, label, model_spec.signature_name
+
+
+def _guarded(method):
+    """Turn every failure into a gRPC status: a request can never take the server down."""
+
+    @functools.wraps(method)
+    def wrapper(self, request, context):
+        try:
+            return method(self, request, context)
+        except ServingError as error:
+            context.abort(error.code, error.message)
+        except Exception as error:  # the server must survive anything a request triggers
+            log.exception("%s failed", method.__name__)
+            context.abort(grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}")
+
+    return wrapper
+
+
+def _to_array(name, proto):
+    try:
+        return tf.make_ndarray(proto)
+    except Exception as error:
+        raise invalid(f"input {name}: cannot read the TensorProto ({error})") from error
+
+
+def _fill_spec(target, servable, signature_name):
+    target.name = servable.name
+    target.version.value = servable.version
+    if signature_name is not None:
+        target.signature_name = signature_name
+
+
+class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
+    """Predict, GetModelMetadata, and Classify/Regress for signatures with those methods.
+
+    Args:
+        core: the `ServingCore`.
+
+    Example:
+
+    ```python
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(core), server)
+    ```
+    """
+
+    def __init__(self, core):
+        self.core = core
+
+    @_guarded
+    def Predict(self, request, context):
+        name, version, label, signature_name = _spec(request.model_spec)
+        inputs = {alias: _to_array(alias, proto) for alias, proto in request.inputs.items()}
+        servable, key, outputs = self.core.predict(
+            name, version, label, signature_name, inputs, tuple(request.output_filter)
+        )
+        response = predict_pb2.PredictResponse()
+        _fill_spec(response.model_spec, servable, key)
+        for alias, value in outputs.items():
+            response.outputs[alias].CopyFrom(tf.make_tensor_proto(value))
+        return response
+
+    @_guarded
+    def GetModelMetadata(self, request, context):
+        name, version, label, _ = _spec(request.model_spec)
+        fields = list(request.metadata_field)
+        if fields != ["signature_def"]:
+            raise invalid(
+                f"Metadata field(s) {fields or '(none)'} not supported: request exactly ['signature_def']"
+            )
+        servable, signature_map = self.core.metadata(name, version, label)
+        response = get_model_metadata_pb2.GetModelMetadataResponse()
+        _fill_spec(response.model_spec, servable, None)
+        response.metadata["signature_def"].Pack(signature_map)
+        return response
+
+    def _examples_run(self, request, method):
+        """Run a classify/regress signature on the request's serialized tf.Examples."""
+        name, version, label, signature_name = _spec(request.model_spec)
+        servable = self.core.manager.get(name, version, label)
+        key, signature_def = servable.signature(signature_name)
+        if signature_def.method_name != method:
+            raise invalid(
+                f"Expected {method.rsplit('/', 1)[1]} signature method_name to be {method}. "
+                f"Was: {signature_def.method_name} (signature {key})"
+            )
+        kind = request.input.WhichOneof("kind")
+        if kind == "example_list":
+            examples = request.input.example_list.examples
+        elif kind == "example_list_with_context":
+            raise ServingError(grpc.StatusCode.UNIMPLEMENTED, "example_list_with_context is not supported")
+        else:
+            raise invalid("Input is empty: give input.example_list.examples")
+        serialized = np.array([e.SerializeToString() for e in examples], dtype=object)
+        (alias,) = signature_def.inputs.keys()
+        _, _, outputs = self.core.predict(name, servable.version, None, key, {alias: serialized})
+        return servable, key, outputs
+
+    @_guarded
+    def Classify(self, request, context):
+        servable, key, outputs = self._examples_run(request, CLASSIFY_METHOD)
+        response = classification_pb2.ClassificationResponse()
+        _fill_spec(response.model_spec, servable, key)
+        scores = outputs.get("scores")
+        classes = outputs.get("classes")
+        rows = len(scores if scores is not None else classes)
+        for row in range(rows):
+            result = response.result.classifications.add()
+            width = len((scores if scores is not None else classes)[row])
+            for j in range(width):
+                item = result.classes.add()
+                if classes is not None:
+                    item.label = classes[row][j].decode("utf-8") if isinstance(classes[row][j], bytes) else str(classes[row][j])
+                if scores is not None:
+                    item.score = float(scores[row][j])
+        return response
+
+    @_guarded
+    def Regress(self, request, context):
+        servable, key, outputs = self._examples_run(request, REGRESS_METHOD)
+        response = regression_pb2.RegressionResponse()
+        _fill_spec(response.model_spec, servable, key)
+        values = np.reshape(outputs["outputs"], (-1,))
+        for value in values:
+            response.result.regressions.add().value = float(value)
+        return response
+
+    @_guarded
+    def MultiInference(self, request, context):
+        raise ServingError(grpc.StatusCode.UNIMPLEMENTED, "MultiInference is not supported by this server")
+
+
+class ModelService(model_service_pb2_grpc.ModelServiceServicer):
+    """GetModelStatus (HandleReloadConfigRequest answers UNIMPLEMENTED: restart with a new config)."""
+
+    def __init__(self, core):
+        self.core = core
+
+    @_guarded
+    def GetModelStatus(self, request, context):
+        spec = request.model_spec
+        if not spec.name:
+            raise invalid("model_spec.name is empty: name the model to use")
+        version = spec.version.value if spec.HasField("version") else None
+        response = get_model_status_pb2.GetModelStatusResponse()
+        for number, state, error in self.core.manager.status(spec.name, version):
+            entry = response.model_version_status.add()
+            entry.version = number
+            entry.state = get_model_status_pb2.ModelVersionStatus.State.Value(state)
+            entry.status.error_code = _UNKNOWN if error else _OK
+            entry.status.error_message = error
+        return response
+
+    @_guarded
+    def HandleReloadConfigRequest(self, request, context):
+        raise ServingError(
+            grpc.StatusCode.UNIMPLEMENTED,
+            "HandleReloadConfigRequest is not supported: restart the server with the new --model_config_file",
+        )

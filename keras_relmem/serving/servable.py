@@ -1,0 +1,178 @@
+"""One loaded SavedModel version: its signatures, their metadata, input checks and runs.
+
+The server never imports the code that built a model: it loads the SavedModel
+with `tf.saved_model.load` and calls its signatures, as TF Serving does.
+"""
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.saved_model import loader_impl
+
+from keras_relmem.serving.errors import ServingError, invalid
+
+import grpc
+
+PREDICT_METHOD = "tensorflow/serving/predict"
+CLASSIFY_METHOD = "tensorflow/serving/classify"
+REGRESS_METHOD = "tensorflow/serving/regress"
+
+
+def _serve_meta_graph(path):
+    saved_model = loader_impl.parse_saved_model(str(path))
+    for meta_graph in saved_model.meta_graphs:
+        if "serve" in meta_graph.meta_info_def.tags:
+            return meta_graph
+    raise ValueError(f"{path} has no MetaGraph tagged 'serve'.")
+
+
+def _shape_text(shape):
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+class Servable:
+    """A SavedModel version ready to answer.
+
+    Args:
+        name: the model name it is served under.
+        version: its integer version.
+        path: the version directory (`<base_path>/<version>`).
+
+    Raises:
+        Whatever loading raises (missing or corrupt files): the manager
+        reports it and keeps the previous version serving.
+
+    Example:
+
+    ```python
+    servable = Servable("babi", 1, "exports/babi/1")
+    outputs = servable.run("answer", {"story": np.array([[b"Mary went home."]]),
+                                      "question": np.array([b"Where is Mary?"])})
+    ```
+    """
+
+    def __init__(self, name, version, path):
+        self.name = name
+        self.version = int(version)
+        self.path = str(path)
+        meta_graph = _serve_meta_graph(path)
+        self.signature_defs = {
+            key: sig for key, sig in meta_graph.signature_def.items() if not key.startswith("__")
+        }
+        self._model = tf.saved_model.load(self.path, tags=["serve"])
+        self._functions = dict(self._model.signatures)
+        self.input_specs = {}
+        for key, function in self._functions.items():
+            _, kwargs = function.structured_input_signature
+            self.input_specs[key] = dict(kwargs)
+
+    def signature(self, signature_name):
+        """The `SignatureDef` proto, or NOT_FOUND-style FAILED_PRECONDITION as TF Serving answers."""
+        key = signature_name or "serving_default"
+        if key not in self.signature_defs or key not in self._functions:
+            raise ServingError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f'Serving signature name: "{key}" not found in signature def '
+                f"(model {self.name} version {self.version} has: {', '.join(sorted(self.signature_defs))})",
+            )
+        return key, self.signature_defs[key]
+
+    def check_inputs(self, signature_name, inputs, exact_dtypes=True):
+        """Names, dtypes and shapes against the signature; returns the inputs as NumPy arrays.
+
+        `exact_dtypes=False` (JSON, whose numbers carry no dtype) accepts
+        numbers that fit the signature's dtype; gRPC's typed tensors must match.
+        """
+        key, _ = self.signature(signature_name)
+        specs = self.input_specs[key]
+        unknown = sorted(set(inputs) - set(specs))
+        if unknown:
+            raise invalid(
+                f"input tensor alias not found in signature: {', '.join(unknown)}. "
+                f"Inputs expected to be in the set {{{','.join(sorted(specs))}}}."
+            )
+        missing = sorted(set(specs) - set(inputs))
+        if missing:
+            raise invalid(
+                f"Missing input: {', '.join(missing)}. Signature {key} expects "
+                f"{{{','.join(sorted(specs))}}}."
+            )
+        checked = {}
+        for alias, spec in specs.items():
+            value = inputs[alias]
+            checked[alias] = _check_tensor(alias, value, spec, exact_dtypes)
+        return checked
+
+    def run(self, signature_name, inputs, output_filter=(), exact_dtypes=True):
+        """Check the inputs and run a signature; returns `{output alias: np.ndarray}`."""
+        key, signature_def = self.signature(signature_name)
+        unknown = sorted(set(output_filter) - set(signature_def.outputs))
+        if unknown:
+            raise invalid(
+                f"output tensor alias not found in signature: {', '.join(unknown)}. "
+                f"Outputs expected to be in the set {{{','.join(sorted(signature_def.outputs))}}}."
+            )
+        arguments = self.check_inputs(key, inputs, exact_dtypes)
+        try:
+            outputs = self._functions[key](**arguments)
+        except (tf.errors.InvalidArgumentError, ValueError, TypeError) as error:
+            raise invalid(f"{key}: {_first_line(error)}") from error
+        except tf.errors.OpError as error:
+            raise ServingError(grpc.StatusCode.INTERNAL, f"{key}: {_first_line(error)}") from error
+        names = output_filter or outputs.keys()
+        return {alias: outputs[alias].numpy() for alias in names}
+
+
+def _first_line(error):
+    text = getattr(error, "message", None) or str(error)
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
+def _check_tensor(alias, value, spec, exact_dtypes=True):
+    """One input against its `tf.TensorSpec`: dtype first (as TF Serving does), then shape."""
+    value = np.asarray(value)
+    dtype = spec.dtype
+    if dtype == tf.string:
+        if value.dtype.kind not in "SUO":
+            raise invalid(f"Expects arg {alias} to be string but {value.dtype} is provided")
+        if value.dtype.kind == "U":
+            value = np.char.encode(value, "utf-8")
+        elif value.dtype.kind == "O":
+            try:
+                value = np.vectorize(
+                    lambda item: item.encode("utf-8") if isinstance(item, str) else bytes(item),
+                    otypes=[object],
+                )(value) if value.size else value.astype(object)
+            except TypeError as error:
+                raise invalid(f"input {alias}: expected strings ({error})") from error
+    else:
+        expected = np.dtype(dtype.as_numpy_dtype)
+        if value.dtype != expected:
+            if exact_dtypes or not _safe_cast(value, expected):
+                raise invalid(
+                    f"Expects arg {alias} to be {dtype.name} but {value.dtype} is provided"
+                )
+            value = value.astype(expected)
+    shape = spec.shape
+    if shape.rank is not None:
+        if value.ndim != shape.rank or any(
+            want is not None and want != got for want, got in zip(shape.as_list(), value.shape)
+        ):
+            raise invalid(
+                f"input {alias} has shape {list(value.shape)}; the signature expects "
+                f"{_shape_text(shape.as_list())}"
+            )
+    return value
+
+
+def _safe_cast(value, expected):
+    """JSON numbers arrive as int64/float64: accept them when they fit the signature's dtype."""
+    if value.size == 0:
+        return True
+    if value.dtype.kind in "iub" and expected.kind in "iu":
+        info = np.iinfo(expected)
+        return bool(value.min() >= info.min and value.max() <= info.max)
+    if value.dtype.kind in "iuf" and expected.kind == "f":
+        return True
+    if value.dtype.kind == "b" and expected.kind == "b":
+        return True
+    return False

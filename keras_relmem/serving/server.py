@@ -1,0 +1,222 @@
+"""A TF-Serving-compatible model server: the same flags, gRPC services and REST API.
+
+Run it as `python serving/server.py` with
+`tensorflow_model_server`'s flags:
+
+    python serving/server.py --port=8500 --rest_api_port=8501 \\
+        --model_name=babi --model_base_path=$PWD/runs/babi/export/babi_entnet_qa1
+
+It serves the latest version under the base path, loads new version
+directories as they appear (every `--file_system_poll_wait_seconds`), and
+keeps the previous version serving when a new one fails to load.
+"""
+
+import argparse
+import concurrent.futures
+import logging
+import os
+import pathlib
+import signal
+import sys
+import threading
+
+import grpc
+from google.protobuf import text_format
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
+from tensorflow_serving.config import model_server_config_pb2
+
+from keras_relmem.serving.batching import parse_batching_parameters
+from keras_relmem.serving.core import ServingCore
+from keras_relmem.serving.grpc_api import ModelService, PredictionService
+from keras_relmem.serving.manager import ModelManager
+from keras_relmem.serving.rest_api import RestServer
+
+log = logging.getLogger("keras_relmem.serving")
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        description="Serve SavedModels over TF Serving's gRPC and REST APIs (flags as tensorflow_model_server).",
+    )
+    parser.add_argument("--port", type=int, default=8500, help="gRPC port (default 8500; 0 picks a free one)")
+    parser.add_argument("--rest_api_port", type=int, default=0, help="REST port; 0 (default) turns REST off")
+    parser.add_argument("--model_name", default="default", help="name of the single model to serve")
+    parser.add_argument("--model_base_path", help="folder holding the model's numeric version folders")
+    parser.add_argument("--model_config_file", help="ModelServerConfig text proto (several models)")
+    parser.add_argument(
+        "--file_system_poll_wait_seconds", type=float, default=1.0,
+        help="seconds between checks for new versions; 0 checks once, negative never (default 1)",
+    )
+    parser.add_argument("--enable_batching", action="store_true", help="merge concurrent requests into batches")
+    parser.add_argument("--batching_parameters_file", help="BatchingParameters text proto (max_batch_size, batch_timeout_micros)")
+    parser.add_argument("--max_batch_size", type=int, default=None, help="rows per merged batch (default 32)")
+    parser.add_argument("--batch_timeout_micros", type=int, default=None, help="wait for company (default 2000)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; 0.0.0.0 for all)")
+    parser.add_argument(
+        "--max_request_bytes", type=int, default=64 << 20,
+        help="largest request accepted over gRPC and REST (default 64 MiB)",
+    )
+    parser.add_argument("--grpc_max_threads", type=int, default=32, help="gRPC worker threads (default 32)")
+    parser.add_argument("--verbose", action="store_true", help="log every REST request")
+    return parser
+
+
+def model_configs(args):
+    """`ModelConfig` protos from `--model_config_file` or `--model_name/--model_base_path`."""
+    if args.model_config_file and args.model_base_path:
+        raise ValueError("give --model_config_file or --model_base_path, not both")
+    if args.model_config_file:
+        path = pathlib.Path(args.model_config_file)
+        if not path.is_file():
+            raise ValueError(f"--model_config_file {path} does not exist")
+        config = model_server_config_pb2.ModelServerConfig()
+        try:
+            text_format.Parse(path.read_text(), config)
+        except text_format.ParseError as error:
+            raise ValueError(f"{path}: {error}") from error
+        if config.WhichOneof("config") != "model_config_list" or not config.model_config_list.config:
+            raise ValueError(f"{path}: expected model_config_list {{ config {{ name: ... base_path: ... }} }}")
+        configs = list(config.model_config_list.config)
+        for entry in configs:
+            if not entry.name or not entry.base_path:
+                raise ValueError(f"{path}: every config needs a name and a base_path; got {text_format.MessageToString(entry, as_one_line=True)!r}")
+            if entry.model_platform and entry.model_platform != "tensorflow":
+                raise ValueError(f"{path}: model {entry.name}: model_platform {entry.model_platform!r} is not served (only 'tensorflow')")
+        return configs
+    if not args.model_base_path:
+        raise ValueError("give --model_base_path (with --model_name) or --model_config_file")
+    config = model_server_config_pb2.ModelConfig(
+        name=args.model_name, base_path=os.path.abspath(args.model_base_path), model_platform="tensorflow"
+    )
+    return [config]
+
+
+def batching_options(args):
+    if not args.enable_batching:
+        if args.batching_parameters_file:
+            raise ValueError("--batching_parameters_file needs --enable_batching")
+        return None
+    options = {"max_batch_size": 32, "batch_timeout_micros": 2000}
+    if args.batching_parameters_file:
+        options.update(parse_batching_parameters(pathlib.Path(args.batching_parameters_file).read_text()))
+    if args.max_batch_size is not None:
+        options["max_batch_size"] = args.max_batch_size
+    if args.batch_timeout_micros is not None:
+        options["batch_timeout_micros"] = args.batch_timeout_micros
+    if options["max_batch_size"] < 1 or options["batch_timeout_micros"] < 0:
+        raise ValueError(f"batching: max_batch_size must be >= 1 and batch_timeout_micros >= 0; got {options}")
+    return options
+
+
+class ModelServer:
+    """The gRPC server (PredictionService, ModelService, health) and the optional REST server.
+
+    Args:
+        configs: `ModelConfig` protos.
+        port: gRPC port (0 picks a free one; see `.port`).
+        rest_api_port: REST port, 0 for none (-1 picks a free one; see `.rest_port`).
+        host: address to bind.
+        poll_seconds, batching, max_request_bytes, max_threads: as the flags.
+
+    Example:
+
+    ```python
+    server = ModelServer(configs, port=0, rest_api_port=-1).start()
+    print(server.port, server.rest_port)
+    server.stop()
+    ```
+    """
+
+    def __init__(self, configs, port=8500, rest_api_port=0, host="127.0.0.1", poll_seconds=1.0,
+                 batching=None, max_request_bytes=64 << 20, max_threads=32):
+        self.manager = ModelManager(configs, poll_seconds)
+        self.core = ServingCore(self.manager, batching)
+        self.health = health.HealthServicer()
+        self._grpc = grpc.server(
+            concurrent.futures.ThreadPoolExecutor(max_workers=max_threads),
+            options=[
+                ("grpc.max_receive_message_length", max_request_bytes),
+                ("grpc.max_send_message_length", -1),
+            ],
+        )
+        prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(self.core), self._grpc)
+        model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(self.core), self._grpc)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._grpc)
+        self.port = self._grpc.add_insecure_port(f"{host}:{port}")
+        if self.port == 0:
+            raise OSError(f"cannot bind gRPC to {host}:{port}")
+        self._rest = None
+        self.rest_port = None
+        if rest_api_port:
+            self._rest = RestServer((host, max(rest_api_port, 0)), self.core, max_request_bytes)
+            self.rest_port = self._rest.server_address[1]
+        self.manager.listeners.append(self._update_health)
+        self._update_health()
+
+    def _update_health(self):
+        serving = health_pb2.HealthCheckResponse.SERVING
+        not_serving = health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in self.manager.configs:
+            self.health.set(name, serving if self.manager.available(name) else not_serving)
+        self.health.set("", serving if self.manager.available() else not_serving)
+        for service in ("tensorflow.serving.PredictionService", "tensorflow.serving.ModelService"):
+            self.health.set(service, serving if self.manager.available() else not_serving)
+
+    def start(self):
+        """Load the models (first poll), then open the ports."""
+        self.manager.start()
+        self._grpc.start()
+        if self._rest is not None:
+            threading.Thread(target=self._rest.serve_forever, name="rest", daemon=True).start()
+        return self
+
+    def wait(self):
+        self._grpc.wait_for_termination()
+
+    def stop(self, grace=2.0):
+        self.manager.stop()
+        self.health.enter_graceful_shutdown()
+        if self._rest is not None:
+            self._rest.shutdown()
+            self._rest.server_close()
+        self._grpc.stop(grace).wait()
+
+
+def main(argv=None):
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        configs = model_configs(args)
+        batching = batching_options(args)
+    except (ValueError, OSError) as error:
+        parser.error(str(error))
+    if args.verbose:
+        log.setLevel(logging.DEBUG)
+    server = ModelServer(
+        configs, port=args.port, rest_api_port=args.rest_api_port, host=args.host,
+        poll_seconds=args.file_system_poll_wait_seconds, batching=batching,
+        max_request_bytes=args.max_request_bytes, max_threads=args.grpc_max_threads,
+    )
+    server.start()
+    log.info("Running gRPC ModelServer at %s:%d ...", args.host, server.port)
+    if server.rest_port:
+        log.info("Exporting HTTP/REST API at %s:%d ...", args.host, server.rest_port)
+    # The ports are printed on stdout too, so scripts and tests can pick up port 0's choice.
+    print(f"SERVING grpc={server.port} rest={server.rest_port or 0}", flush=True)
+    stopped = threading.Event()
+
+    def shutdown(signum, frame):
+        stopped.set()
+
+    signal.signal(signal.SIGTERM, shutdown)
+    signal.signal(signal.SIGINT, shutdown)
+    stopped.wait()
+    log.info("Shutting down")
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

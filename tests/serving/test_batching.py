@@ -1,0 +1,96 @@
+"""Server-side batching merges concurrent requests and gives each its own rows back."""
+
+import concurrent.futures
+import threading
+
+import grpc
+import numpy as np
+import pytest
+
+from keras_relmem.serving.batching import Batcher, parse_batching_parameters
+from keras_relmem.serving.client import ServingClient
+from keras_relmem.serving.errors import ServingError
+from keras_relmem.serving.server import ModelServer
+
+from tests.serving.conftest import configs_for
+
+
+class CountingModel:
+    """`y = 2x + row sum`, recording the batch sizes it was called with."""
+
+    def __init__(self):
+        self.calls = []
+        self.lock = threading.Lock()
+
+    def __call__(self, inputs):
+        x = inputs["x"]
+        with self.lock:
+            self.calls.append(len(x))
+        if (x < 0).any():
+            raise ServingError(grpc.StatusCode.INVALID_ARGUMENT, "negative input")
+        return {"y": 2 * x, "total": x.sum(axis=1)}
+
+
+def test_concurrent_requests_share_batches_and_get_their_own_rows():
+    model = CountingModel()
+    batcher = Batcher(model, max_batch_size=8, timeout=0.2)
+    requests = [np.full((1 + i % 2, 3), i, "float32") for i in range(12)]
+    with concurrent.futures.ThreadPoolExecutor(12) as pool:
+        results = list(pool.map(lambda x: batcher.submit({"x": x}), requests))
+    for x, result in zip(requests, results):
+        np.testing.assert_array_equal(result["y"], 2 * x)
+        np.testing.assert_array_equal(result["total"], x.sum(axis=1))
+    assert sum(model.calls) == sum(len(x) for x in requests)
+    assert max(model.calls) <= 8 and len(model.calls) < len(requests)
+
+
+def test_a_bad_request_in_a_batch_fails_alone():
+    model = CountingModel()
+    batcher = Batcher(model, max_batch_size=8, timeout=0.2)
+    requests = [np.ones((1, 2), "float32"), -np.ones((1, 2), "float32"), 3 * np.ones((1, 2), "float32")]
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        futures = [pool.submit(batcher.submit, {"x": x}) for x in requests]
+    np.testing.assert_array_equal(futures[0].result()["y"], [[2, 2]])
+    with pytest.raises(ServingError, match="negative"):
+        futures[1].result()
+    np.testing.assert_array_equal(futures[2].result()["y"], [[6, 6]])
+
+
+def test_different_shapes_are_never_merged():
+    model = CountingModel()
+    batcher = Batcher(model, max_batch_size=8, timeout=0.2)
+    requests = [np.ones((1, 2), "float32"), np.ones((1, 5), "float32")]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda x: batcher.submit({"x": x}), requests))
+    assert [r["y"].shape for r in results] == [(1, 2), (1, 5)]
+    assert sorted(model.calls) == [1, 1]
+
+
+def test_batching_parameters_file_format():
+    text = "max_batch_size { value: 16 }\nbatch_timeout_micros { value: 500 }  # comment\nnum_batch_threads { value: 4 }"
+    assert parse_batching_parameters(text) == {"max_batch_size": 16, "batch_timeout_micros": 500, "num_batch_threads": 4}
+    with pytest.raises(ValueError, match="cannot read .max_batch_size:16"):
+        parse_batching_parameters("max_batch_size: 16")
+
+
+def test_batched_server_answers_like_the_unbatched_one(exports, server):
+    batched = ModelServer(configs_for(exports.base), port=0, poll_seconds=0,
+                          batching={"max_batch_size": 16, "batch_timeout_micros": 20000}).start()
+    arrays = exports.data.arrays("test")
+    plain, merged = ServingClient(f"127.0.0.1:{server.port}"), ServingClient(f"127.0.0.1:{batched.port}")
+    try:
+        def ask(client, i):
+            return client.predict("babi", {"story": arrays["story"][i:i + 1], "query": arrays["query"][i:i + 1]})
+
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            got = list(pool.map(lambda i: ask(merged, i), range(32)))
+        for i, outputs in enumerate(got):
+            want = ask(plain, i)
+            np.testing.assert_allclose(outputs["probabilities"], want["probabilities"], rtol=1e-5, atol=1e-7)
+            np.testing.assert_array_equal(outputs["top_answers"], want["top_answers"])
+        words = merged.next_words("lm", "the company")
+        assert len(words) == 3
+    finally:
+        plain.close()
+        merged.close()
+        batched.stop()

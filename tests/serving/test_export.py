@@ -1,0 +1,104 @@
+"""The exported text signatures answer exactly as the id signatures on the data pipeline's ids."""
+
+import subprocess
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from keras_relmem.data import babi
+
+
+def _sentence_text(tokens):
+    return " ".join(tokens).capitalize() + "."
+
+
+def test_answer_signature_tokenises_like_the_data_pipeline(exports):
+    loaded = tf.saved_model.load(str(exports.base / "babi" / "1"))
+    data = exports.data
+    examples = data.examples["test"][:16]
+    arrays = data.arrays("test")
+    width = max(len(ex.story) for ex in examples)
+    story = [[_sentence_text(s) for s in ex.story] + [""] * (width - len(ex.story)) for ex in examples]
+    question = [" ".join(ex.query).upper() + " ?" for ex in examples]
+    text = loaded.signatures["answer"](story=tf.constant(story), question=tf.constant(question))
+    ids = loaded.signatures["serving_default"](
+        story=tf.constant(arrays["story"][:16]), query=tf.constant(arrays["query"][:16])
+    )
+    np.testing.assert_allclose(text["probabilities"].numpy(), ids["probabilities"].numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(text["top_answers"].numpy(), ids["top_answers"].numpy())
+
+
+def test_answer_signature_keeps_the_last_sentences_and_cuts_long_ones(exports):
+    loaded = tf.saved_model.load(str(exports.base / "babi" / "1"))
+    data = exports.data
+    k, s = data.story_length, data.sentence_length
+    sentences = [f"Mary went to the room{i}." for i in range(k + 3)]
+    sentences[-1] = "John went back to the kitchen and then to the garden and the hallway."
+    words = [babi.tokenize(t) for t in sentences][-k:]
+    expected = np.zeros((1, k, s), "int32")
+    for j, tokens in enumerate(words):
+        expected[0, j, : min(len(tokens), s)] = data.vocab.lookup(tokens)[:s]
+    query = np.zeros((1, data.query_length), "int32")
+    query[0, :3] = data.vocab.lookup(["where", "is", "mary"])
+    text = loaded.signatures["answer"](story=tf.constant([sentences]), question=tf.constant(["Where is Mary?"]))
+    ids = loaded.signatures["serving_default"](story=tf.constant(expected), query=tf.constant(query))
+    np.testing.assert_allclose(text["probabilities"].numpy(), ids["probabilities"].numpy(), rtol=1e-6)
+    # Unknown words ("room3") became <unk> (1), not padding.
+    assert data.vocab.oov_id == 1 and (expected == 1).any()
+
+
+def test_next_word_reads_each_prefix_after_eos(exports):
+    loaded = tf.saved_model.load(str(exports.base / "lm" / "1"))
+    vocab = exports.lm_vocab
+    prefixes = ["the company said", "", "its stock zzzunknown", "a"]
+    text = loaded.signatures["next_word"](prefix=tf.constant(prefixes))
+    assert text["top_words"].shape == (4, 3)
+    for row, prefix in enumerate(prefixes):
+        ids = [vocab.token_id("<eos>")] + vocab.lookup(prefix.split())
+        alone = loaded.signatures["serving_default"](ids=tf.constant([ids], tf.int32))
+        np.testing.assert_allclose(text["probabilities"].numpy()[row], alone["probabilities"].numpy()[0], rtol=1e-5)
+
+
+BLOCKED = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "keras_relmem":
+            raise ImportError("blocked: " + name)
+sys.meta_path.insert(0, Block())
+import tensorflow as tf
+model = tf.saved_model.load(sys.argv[1])
+out = model.signatures["answer"](story=tf.constant([["Mary went to the kitchen."]]),
+                                 question=tf.constant(["Where is Mary?"]))
+print("ANSWER", out["top_answers"].numpy()[0][0].decode())
+try:
+    import keras_relmem
+except ImportError:
+    print("BLOCKED")
+"""
+
+
+def test_export_answers_in_a_process_that_cannot_import_keras_relmem(exports, tmp_path):
+    script = tmp_path / "blocked.py"
+    script.write_text(BLOCKED)
+    result = subprocess.run(
+        [sys.executable, str(script), str(exports.base / "babi" / "1")],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "BLOCKED" in result.stdout
+    answer = result.stdout.split("ANSWER", 1)[1].split()[0]
+    assert answer in exports.data.answer_vocab.tokens
+
+
+def test_saved_model_cli_runs_the_text_signature(exports):
+    cli = [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli"]
+    result = subprocess.run(
+        cli + ["run", "--dir", str(exports.base / "babi" / "1"), "--tag_set", "serve",
+               "--signature_def", "answer", "--input_exprs",
+               "story=[['Mary went to the kitchen.', 'John went to the garden.']];question=['Where is John?']"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "top_answers" in result.stdout and "top_probabilities" in result.stdout

@@ -1,0 +1,225 @@
+"""The server on 127.0.0.1: same answers as in-process over gRPC and REST, TF Serving's codes on bad requests."""
+
+import json
+import urllib.error
+import urllib.request
+
+import grpc
+import numpy as np
+import pytest
+import tensorflow as tf
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from tensorflow_serving.apis import (
+    get_model_metadata_pb2,
+    get_model_status_pb2,
+    model_service_pb2_grpc,
+    predict_pb2,
+    prediction_service_pb2_grpc,
+)
+
+from keras_relmem.serving.client import ServingClient
+
+STORIES = [
+    ["Mary went to the kitchen.", "John moved to the garden.", "Mary travelled to the office."],
+    ["Sandra journeyed to the hallway.", "", ""],
+]
+QUESTIONS = ["Where is Mary?", "Where is Sandra?"]
+
+
+def rest(server, path, body=None, raw=None):
+    """(HTTP status, parsed JSON) of a REST call."""
+    url = f"http://127.0.0.1:{server.rest_port}{path}"
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    request = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+@pytest.fixture(scope="module")
+def stubs(server):
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    yield (prediction_service_pb2_grpc.PredictionServiceStub(channel),
+           model_service_pb2_grpc.ModelServiceStub(channel), channel)
+    channel.close()
+
+
+def predict_request(model, signature, inputs, version=None):
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = model
+    request.model_spec.signature_name = signature
+    if version is not None:
+        request.model_spec.version.value = version
+    for alias, value in inputs.items():
+        request.inputs[alias].CopyFrom(tf.make_tensor_proto(value))
+    return request
+
+
+def test_grpc_and_rest_answer_exactly_as_in_process(server, stubs, exports):
+    in_process = tf.saved_model.load(str(exports.base / "babi" / "1")).signatures["answer"]
+    want = in_process(story=tf.constant(STORIES), question=tf.constant(QUESTIONS))
+    prediction, _, _ = stubs
+    response = prediction.Predict(predict_request(
+        "babi", "answer", {"story": np.array(STORIES, dtype=object), "question": np.array(QUESTIONS, dtype=object)}
+    ), timeout=60)
+    assert response.model_spec.name == "babi" and response.model_spec.version.value == 1
+    assert response.model_spec.signature_name == "answer"
+    got = {k: tf.make_ndarray(v) for k, v in response.outputs.items()}
+    np.testing.assert_array_equal(got["probabilities"], want["probabilities"].numpy())
+    np.testing.assert_array_equal(got["top_answers"], want["top_answers"].numpy())
+
+    status, rows = rest(server, "/v1/models/babi:predict", {
+        "signature_name": "answer",
+        "instances": [{"story": s, "question": q} for s, q in zip(STORIES, QUESTIONS)],
+    })
+    assert status == 200
+    assert [r["top_answers"] for r in rows["predictions"]] == [
+        [a.decode() for a in row] for row in want["top_answers"].numpy()
+    ]
+    np.testing.assert_array_equal(
+        np.array([r["probabilities"] for r in rows["predictions"]], "float32"), want["probabilities"].numpy()
+    )
+    status, cols = rest(server, "/v1/models/babi/versions/1:predict", {
+        "signature_name": "answer", "inputs": {"story": STORIES, "question": QUESTIONS},
+    })
+    assert status == 200
+    np.testing.assert_array_equal(np.array(cols["outputs"]["top_probabilities"], "float32"),
+                                  want["top_probabilities"].numpy())
+
+
+def test_id_signature_over_both_apis_and_b64_strings(server, stubs, exports):
+    data = exports.data
+    arrays = data.arrays("test")
+    story, query = arrays["story"][:3], arrays["query"][:3]
+    want = tf.saved_model.load(str(exports.base / "babi" / "1")).signatures["serving_default"](
+        story=tf.constant(story), query=tf.constant(query))
+    prediction, _, _ = stubs
+    response = prediction.Predict(predict_request("babi", "", {"story": story, "query": query}), timeout=60)
+    np.testing.assert_array_equal(tf.make_ndarray(response.outputs["probabilities"]), want["probabilities"].numpy())
+    status, body = rest(server, "/v1/models/babi:predict", {"inputs": {"story": story.tolist(), "query": query.tolist()}})
+    assert status == 200
+    np.testing.assert_array_equal(np.array(body["outputs"]["probabilities"], "float32"), want["probabilities"].numpy())
+    import base64
+    b64 = {"b64": base64.b64encode(b"the company said").decode()}
+    status, body = rest(server, "/v1/models/lm:predict", {"signature_name": "next_word", "instances": [b64]})
+    assert status == 200 and len(body["predictions"][0]["top_words"]) == 3
+
+
+def test_status_metadata_and_health(server, stubs):
+    prediction, models, channel = stubs
+    request = get_model_status_pb2.GetModelStatusRequest()
+    request.model_spec.name = "lm"
+    status = models.GetModelStatus(request, timeout=30)
+    assert [(s.version, s.state) for s in status.model_version_status] == [
+        (1, get_model_status_pb2.ModelVersionStatus.AVAILABLE)
+    ]
+    metadata_request = get_model_metadata_pb2.GetModelMetadataRequest()
+    metadata_request.model_spec.name = "babi"
+    metadata_request.metadata_field.append("signature_def")
+    metadata = prediction.GetModelMetadata(metadata_request, timeout=30)
+    signature_map = get_model_metadata_pb2.SignatureDefMap()
+    metadata.metadata["signature_def"].Unpack(signature_map)
+    assert set(signature_map.signature_def) == {"serving_default", "answer"}
+    assert set(signature_map.signature_def["answer"].inputs) == {"story", "question"}
+    code, body = rest(server, "/v1/models/babi/metadata")
+    assert code == 200 and set(body["metadata"]["signature_def"]["signature_def"]) == {"serving_default", "answer"}
+    code, body = rest(server, "/v1/models/lm")
+    assert code == 200 and body["model_version_status"][0]["state"] == "AVAILABLE"
+    health = health_pb2_grpc.HealthStub(channel)
+    for service in ("", "babi", "lm", "tensorflow.serving.PredictionService"):
+        answer = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
+        assert answer.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_client_helpers(server):
+    client = ServingClient(f"127.0.0.1:{server.port}")
+    try:
+        answers = client.answer("babi", STORIES[0], QUESTIONS[0])
+        assert len(answers) == 3 and all(isinstance(a, str) for a, _ in answers)
+        assert answers[0][1] >= answers[1][1] >= answers[2][1]
+        words = client.next_words("lm", "the company")
+        assert len(words) == 3
+        assert client.status("babi")["model_version_status"][0]["state"] == "AVAILABLE"
+        assert client.metadata("babi")["signatures"]["answer"]["inputs"]["story"] == ("string", [None, None])
+    finally:
+        client.close()
+
+
+def test_client_command_line(server, capsys):
+    from keras_relmem.serving import client
+
+    assert client.main(["--server", f"127.0.0.1:{server.port}", "answer", "--model", "babi",
+                        "--story", *STORIES[0], "--question", QUESTIONS[0]]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 3 and all("\t" in line for line in lines)
+    assert client.main(["--server", f"127.0.0.1:{server.port}", "status", "--model", "nope"]) == 1
+    assert "NOT_FOUND" in capsys.readouterr().err
+
+
+GOOD_IDS = {"story": np.zeros((1, 10, 6), np.int32), "query": np.zeros((1, 3), np.int32)}
+BAD_GRPC = [
+    ("unknown model", "nope", None, "", GOOD_IDS, grpc.StatusCode.NOT_FOUND, "nope"),
+    ("unknown version", "babi", 7, "", GOOD_IDS, grpc.StatusCode.NOT_FOUND, "Specific(babi, 7)"),
+    ("unknown signature", "babi", None, "classify_me", GOOD_IDS, grpc.StatusCode.FAILED_PRECONDITION, "classify_me"),
+    ("wrong input name", "babi", None, "", {"story": GOOD_IDS["story"], "qury": GOOD_IDS["query"]},
+     grpc.StatusCode.INVALID_ARGUMENT, "qury"),
+    ("missing input", "babi", None, "", {"story": GOOD_IDS["story"]}, grpc.StatusCode.INVALID_ARGUMENT, "query"),
+    ("wrong dtype", "babi", None, "", {"story": GOOD_IDS["story"].astype("float32"), "query": GOOD_IDS["query"]},
+     grpc.StatusCode.INVALID_ARGUMENT, "int32"),
+    ("wrong shape", "babi", None, "", {"story": np.zeros((1, 4, 6), np.int32), "query": GOOD_IDS["query"]},
+     grpc.StatusCode.INVALID_ARGUMENT, "story"),
+    ("strings for ids", "babi", None, "", {"story": np.array([["a"]], dtype=object), "query": GOOD_IDS["query"]},
+     grpc.StatusCode.INVALID_ARGUMENT, "story"),
+    ("oversized", "babi", None, "", {"story": np.zeros((20000, 10, 6), np.int32), "query": np.zeros((20000, 3), np.int32)},
+     grpc.StatusCode.RESOURCE_EXHAUSTED, ""),
+]
+
+
+@pytest.mark.parametrize("what,model,version,signature,inputs,code,mentions", BAD_GRPC, ids=[b[0] for b in BAD_GRPC])
+def test_bad_grpc_requests_get_tf_serving_codes(server, stubs, what, model, version, signature, inputs, code, mentions):
+    prediction, _, _ = stubs
+    with pytest.raises(grpc.RpcError) as caught:
+        prediction.Predict(predict_request(model, signature, inputs, version), timeout=60)
+    assert caught.value.code() == code, caught.value.details()
+    assert mentions in caught.value.details()
+
+
+BAD_REST = [
+    ("unknown model", "/v1/models/nope:predict", {"instances": [1]}, None, 404, "nope"),
+    ("unknown version", "/v1/models/babi/versions/9:predict", {"inputs": {}}, None, 404, "Specific(babi, 9)"),
+    ("unknown signature", "/v1/models/babi:predict", {"signature_name": "x", "inputs": {}}, None, 400, '"x"'),
+    ("malformed JSON", "/v1/models/babi:predict", None, b'{"instances": [', 400, "JSON Parse error"),
+    ("both forms", "/v1/models/babi:predict", {"instances": [], "inputs": {}}, None, 400, "exactly one"),
+    ("wrong input name", "/v1/models/babi:predict", {"signature_name": "answer", "inputs": {"story": [["a"]], "qestion": ["b"]}},
+     None, 400, "qestion"),
+    ("ragged lists", "/v1/models/babi:predict", {"signature_name": "answer", "inputs": {"story": [["a"], ["b", "c"]], "question": ["q", "r"]}},
+     None, 400, "story"),
+    ("text for ids", "/v1/models/babi:predict", {"inputs": {"story": [[["x"] * 6] * 10], "query": [[1, 2, 3]]}}, None, 400, "story"),
+    ("floats for ids", "/v1/models/babi:predict", {"inputs": {"story": [[[0.5] * 6] * 10], "query": [[1, 2, 3]]}}, None, 400, "int32"),
+    ("oversized", "/v1/models/babi:predict", None, b"{" + b" " * (2 << 20) + b"}", 413, "larger"),
+    ("bad path", "/v2/whatever", {"instances": [1]}, None, 404, "Malformed request"),
+]
+
+
+@pytest.mark.parametrize("what,path,body,raw,status,mentions", BAD_REST, ids=[b[0] for b in BAD_REST])
+def test_bad_rest_requests_get_tf_serving_codes(server, what, path, body, raw, status, mentions):
+    code, answer = rest(server, path, body, raw)
+    assert code == status, answer
+    assert mentions in answer["error"]
+    # ... and the server still answers.
+    assert rest(server, "/v1/models/babi")[0] == 200
+
+
+def test_unsupported_methods_answer_instead_of_crashing(server, stubs):
+    from tensorflow_serving.apis import classification_pb2
+
+    prediction, _, _ = stubs
+    request = classification_pb2.ClassificationRequest()
+    request.model_spec.name = "babi"
+    request.input.example_list.examples.add()
+    with pytest.raises(grpc.RpcError) as caught:
+        prediction.Classify(request, timeout=30)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "tensorflow/serving/classify" in caught.value.details()
