@@ -14,6 +14,7 @@ import re
 import threading
 import time
 
+import grpc
 import numpy as np
 
 from keras_relmem.serving.errors import ServingError
@@ -78,6 +79,8 @@ class Batcher:
         self.timeout = timeout
         self._queue = queue.Queue(maxsize=max_enqueued)
         self._held = []
+        self._closed = False
+        self._closing = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="batcher", daemon=True)
         self._thread.start()
 
@@ -86,13 +89,20 @@ class Batcher:
         if len(rows) != 1 or -1 in rows or next(iter(rows)) > self.max_batch_size:
             return self._run(inputs)  # scalars, ragged batches or big requests run alone
         pending = _Pending(inputs, rows.pop())
-        try:
-            self._queue.put_nowait(pending)
-        except queue.Full:
-            import grpc
-
-            raise ServingError(grpc.StatusCode.RESOURCE_EXHAUSTED, "batching queue is full; retry later")
+        with self._closing:
+            if self._closed:  # the servable was replaced while this request came in
+                return self._run(inputs)
+            try:
+                self._queue.put_nowait(pending)
+            except queue.Full:
+                raise ServingError(grpc.StatusCode.RESOURCE_EXHAUSTED, "batching queue is full; retry later")
         return pending.future.result()
+
+    def close(self):
+        """Finish what is queued, then stop the thread (the servable is no longer served)."""
+        with self._closing:
+            self._closed = True
+            self._queue.put(_STOP)
 
     def _next(self, timeout):
         if self._held:
@@ -105,6 +115,10 @@ class Batcher:
     def _loop(self):
         while True:
             first = self._next(None)
+            if first is _STOP:
+                for pending in self._held:
+                    self._settle(pending, lambda p=pending: self._run(p.inputs))
+                return
             batch, rows = [first], first.rows
             deadline = first.arrived + self.timeout
             put_back = []
@@ -114,7 +128,7 @@ class Batcher:
                     item = self._queue.get(timeout=max(remaining, 0)) if remaining > 0 else self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if item.key == first.key and rows + item.rows <= self.max_batch_size:
+                if item is not _STOP and item.key == first.key and rows + item.rows <= self.max_batch_size:
                     batch.append(item)
                     rows += item.rows
                 else:
@@ -153,3 +167,6 @@ class Batcher:
 
 class _NotRowWise(Exception):
     pass
+
+
+_STOP = object()

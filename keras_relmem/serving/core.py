@@ -45,19 +45,19 @@ class ServingCore:
 
     def _batcher(self, servable, key):
         with self._lock:
-            batcher_key = (servable.name, servable.version, id(servable), key)
+            batcher_key = (id(servable), key)
             if batcher_key not in self._batchers:
-                # Drop batchers of versions no longer served.
-                for old in [k for k in self._batchers if k[0] == servable.name and k[2] != id(servable)]:
-                    del self._batchers[old]
-                self._batchers[batcher_key] = Batcher(
+                # Stop the batchers of versions no longer served.
+                for old in [k for k, (s, _) in self._batchers.items() if not self.manager.is_served(s)]:
+                    self._batchers.pop(old)[1].close()
+                self._batchers[batcher_key] = servable, Batcher(
                     lambda inputs, s=servable, k=key: s.run(k, inputs),
                     max_batch_size=self.batching.get("max_batch_size", 32),
                     timeout=self.batching.get("batch_timeout_micros", 2000) / 1e6,
                     max_enqueued=self.batching.get("max_enqueued_batches", 100)
                     * self.batching.get("max_batch_size", 32),
                 )
-            return self._batchers[batcher_key]
+            return self._batchers[batcher_key][1]
 
     def metadata(self, name, version=None, label=None):
         """`(servable, SignatureDefMap proto)` as GetModelMetadata reports it."""

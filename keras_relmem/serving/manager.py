@@ -142,6 +142,11 @@ class ModelManager:
             )
         return [(v, s.state, s.error) for v, s in items]
 
+    def is_served(self, servable):
+        """Whether this servable object is still one of the loaded versions."""
+        with self._lock:
+            return any(s is servable for s in self._loaded.get(servable.name, {}).values())
+
     def available(self, name=None):
         """Whether `name` (or every model) has a version serving."""
         with self._lock:

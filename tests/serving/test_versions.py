@@ -35,9 +35,12 @@ def _wait_for(condition, seconds=60):
     return False
 
 
-def test_hot_swap_under_concurrent_load_fails_no_request(exports, tmp_path):
+@pytest.mark.parametrize("batching", [None, {"max_batch_size": 8, "batch_timeout_micros": 5000}],
+                         ids=["unbatched", "batched"])
+def test_hot_swap_under_concurrent_load_fails_no_request(exports, tmp_path, batching):
     base = _copy_model(exports, tmp_path)
-    server = ModelServer(configs_for(base, ["babi"]), port=0, rest_api_port=-1, poll_seconds=0.2).start()
+    server = ModelServer(configs_for(base, ["babi"]), port=0, rest_api_port=-1, poll_seconds=0.2,
+                         batching=batching).start()
     failures, versions, stop = [], [], threading.Event()
 
     def grpc_load():
@@ -87,6 +90,9 @@ def test_hot_swap_under_concurrent_load_fails_no_request(exports, tmp_path):
     assert served_before > 0 and len(versions) > served_before
     assert len(set(versions)) >= 2, "answers never changed: the new version was not served"
     assert [(s["version"], s["state"]) for s in statuses] == [("2", "AVAILABLE"), ("1", "END")]
+    if batching:
+        # The old version's batcher was stopped, the new one's is running.
+        assert len(server.core._batchers) == 1
 
 
 def test_corrupt_version_is_reported_and_the_old_one_keeps_serving(exports, tmp_path):
