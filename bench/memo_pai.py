@@ -1,15 +1,25 @@
 """MEMO on paired associative inference (length 3) against a single-hop baseline.
 
-Trains MEMO (REINFORCE halting) and an end-to-end-memory-network-style
-baseline (each fact's items summed into one vector, one attention hop) on
-generated A-B-C sequences, printing after every epoch the test accuracy on
-direct (A-B) and indirect (A-C) queries and MEMO's mean hops. Then measures
-how MEMO's inference latency (in process and through an exported SavedModel)
-depends on the hops taken, by forcing the halting policy to stop after the
-first hop or to run to the hard stop.
+Episodes are generated afresh every epoch (a stream, as in the paper; no
+episode is seen twice) from a fixed pool of item vectors standing in for the
+paper's ImageNet embeddings. The answer is the match's identity (a softmax
+over the item pool); the model's choice is whichever of the query's two
+choices scores higher, and accuracy is reported separately on direct (A-B, B-C)
+and indirect (A-C) queries. An optional curriculum grows the number of
+sequences per memory (e.g. `--curriculum 4:12,8:8,16:20`).
+
+Trains MEMO (REINFORCE halting, `--max-hops`) and an end-to-end memory
+network style baseline (each fact's items summed into one vector, one hop),
+printing after every epoch the test accuracies and MEMO's mean hops; then
+measures how MEMO's inference latency (in process and through an exported
+SavedModel) depends on the hops taken.
+
+`--answer choice` trains the 2-way formulation instead (which of the two
+choices is the match); in our runs it stays at chance even with 2 sequences,
+while the identity answer learns (see the README's MEMO section).
 
 Usage:
-    python bench/memo_pai.py [--train 20000] [--epochs 20] [--max-hops 5]
+    python bench/memo_pai.py --curriculum 4:12,8:8,16:20
 """
 
 import argparse
@@ -27,37 +37,78 @@ from keras_relmem.data import synthetic  # noqa: E402
 from keras_relmem.models.memo import MEMOClassifier  # noqa: E402
 
 
-def split_accuracy(model, data):
-    logits = model.predict({"facts": data["memory"], "query": data["query"]}, batch_size=256, verbose=0)
-    correct = np.argmax(logits, -1) == data["target"]
+def episodes(count, sequences, args, seed, summed=False):
+    data = synthetic.paired_associative_inference(
+        count, 3, sequences, args.embedding_size, seed=seed, num_items=args.num_items)
+    if summed:  # the EMN-style input: a fact's items summed (facts no longer separate)
+        data["memory"] = data["memory"].sum(axis=2, keepdims=True)
+    data["label"] = data["match_id"] if args.answer == "identity" else data["target"]
+    return data
+
+
+def inputs(data):
+    return {"facts": data["memory"], "query": data["query"]}
+
+
+def choice_accuracy(model, data, answer):
+    """(A-B, A-C accuracy, mean hops) on a test set."""
+    out = model.predict(inputs(data), batch_size=256, verbose=0)
+    logits = out
+    if answer == "identity":
+        rows = np.arange(len(logits))
+        ids = data["query_ids"]
+        picked = (logits[rows, ids[:, 2]] > logits[rows, ids[:, 1]]).astype("int32")
+    else:
+        picked = np.argmax(logits, -1)
+    correct = picked == data["target"]
     return float(correct[~data["indirect"]].mean()), float(correct[data["indirect"]].mean())
 
 
-def summed(data):
-    """The EMN-style input: a fact's items summed (facts no longer separate)."""
-    out = dict(data)
-    out["memory"] = data["memory"].sum(axis=2, keepdims=True)
-    return out
+def mean_hops(model, data):
+    hops = []
+    for start in range(0, len(data["query"]), 256):
+        batch = {k: tf.constant(v[start:start + 256]) for k, v in inputs(data).items()}
+        hops.append(np.asarray(model(batch, return_hops=True)["hops"]))
+    return float(np.mean(np.concatenate(hops)))
 
 
-class Curve(keras.callbacks.Callback):
-    def __init__(self, name, test):
-        super().__init__()
-        self.name, self.test, self.rows = name, test, []
+def parse_curriculum(text, epochs, sequences):
+    if not text:
+        return [(sequences, epochs)]
+    stages = []
+    for part in text.split(","):
+        count, stage_epochs = part.split(":")
+        stages.append((int(count), int(stage_epochs)))
+    return stages
 
-    def on_epoch_end(self, epoch, logs=None):
-        direct, indirect = split_accuracy(self.model, self.test)
-        hops = self.model.evaluate(
-            {"facts": self.test["memory"], "query": self.test["query"]}, self.test["target"],
-            batch_size=256, verbose=0, return_dict=True,
-        )["hops"]
-        self.rows.append((epoch + 1, logs.get("hops", float("nan")), hops, direct, indirect))
-        print(f"{self.name:9s} epoch {epoch + 1:3d}: train hops {logs.get('hops', 0):.2f}  "
-              f"test hops {hops:.2f}  A-B {direct:6.1%}  A-C {indirect:6.1%}", flush=True)
+
+def train(name, model, args, stages, summed):
+    rows, epoch, start = [], 0, time.time()
+    tests = {}
+    halting_rate = model.halting_learning_rate
+    for sequences, stage_epochs in stages:
+        tests[sequences] = episodes(args.test, sequences, args, seed=10_000 + sequences, summed=summed)
+        for _ in range(stage_epochs):
+            if model.memo.policy is not None:
+                # The halting network waits until MEMO can answer: before that
+                # no number of hops earns a reward, and the hop cost alone
+                # would teach it to stop after the first hop.
+                model.halting_optimizer.learning_rate.assign(0.0 if epoch < args.halting_warmup else halting_rate)
+            data = episodes(args.episodes, sequences, args, seed=args.seed * 1000 + epoch, summed=summed)
+            history = model.fit(inputs(data), data["label"], batch_size=args.batch_size, epochs=1, verbose=0)
+            direct, indirect = choice_accuracy(model, tests[sequences], args.answer)
+            hops = mean_hops(model, tests[sequences])
+            train_hops = history.history.get("hops", [float("nan")])[-1]
+            rows.append((epoch + 1, sequences, train_hops, hops, direct, indirect))
+            print(f"{name:9s} epoch {epoch + 1:3d} ({sequences:2d} sequences): train hops {train_hops:.2f}  "
+                  f"test hops {hops:.2f}  A-B {direct:6.1%}  A-C {indirect:6.1%}  "
+                  f"[{(time.time() - start) / 60:.1f} min]", flush=True)
+            epoch += 1
+    return rows, time.time() - start
 
 
 def latency(model, data, batch, repeats=20):
-    x = {"facts": tf.constant(data["memory"][:batch]), "query": tf.constant(data["query"][:batch])}
+    x = {k: tf.constant(v[:batch]) for k, v in inputs(data).items()}
     fn = tf.function(lambda x: model(x, return_hops=True))
     fn(x)
     start = time.perf_counter()
@@ -68,57 +119,56 @@ def latency(model, data, batch, repeats=20):
 
 def saved_model_latency(model, data, batch, repeats=20):
     with tempfile.TemporaryDirectory() as tmp:
-        spec = {
-            "facts": tf.TensorSpec((None,) + data["memory"].shape[1:], tf.float32),
-            "query": tf.TensorSpec((None,) + data["query"].shape[1:], tf.float32),
-        }
+        spec = {k: tf.TensorSpec((None,) + v.shape[1:], tf.float32) for k, v in inputs(data).items()}
         model.export(tmp, format="tf_saved_model", verbose=False, input_signature=[spec])
         loaded = tf.saved_model.load(tmp)  # keep the object: it owns the variables
-        serve = loaded.serve
-        x = {"facts": tf.constant(data["memory"][:batch]), "query": tf.constant(data["query"][:batch])}
-        serve(x)
+        x = {k: tf.constant(v[:batch]) for k, v in inputs(data).items()}
+        loaded.serve(x)
         start = time.perf_counter()
         for _ in range(repeats):
-            serve(x)
+            loaded.serve(x)
         return (time.perf_counter() - start) / repeats * 1000
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train", type=int, default=20000)
+    parser.add_argument("--episodes", type=int, default=20000, help="fresh training episodes per epoch")
     parser.add_argument("--test", type=int, default=2000)
-    parser.add_argument("--epochs", type=int, default=20)
-    parser.add_argument("--sequences", type=int, default=16, help="sequences per memory")
+    parser.add_argument("--epochs", type=int, default=20, help="epochs without --curriculum")
+    parser.add_argument("--sequences", type=int, default=16, help="sequences per memory without --curriculum")
+    parser.add_argument("--curriculum", default="", help="SEQUENCES:EPOCHS,... e.g. 4:12,8:8,16:20")
+    parser.add_argument("--num-items", type=int, default=1000, help="size of the item pool")
+    parser.add_argument("--answer", choices=["identity", "choice"], default="identity")
     parser.add_argument("--embedding-size", type=int, default=64)
     parser.add_argument("--max-hops", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--halting-warmup", type=int, default=20,
+                        help="epochs before the halting network starts learning (it runs ~max hops until then)")
+    parser.add_argument("--skip-baseline", action="store_true")
     args = parser.parse_args()
     keras.utils.set_random_seed(args.seed)
-    make = lambda n, seed: synthetic.paired_associative_inference(  # noqa: E731
-        n, 3, args.sequences, args.embedding_size, seed=seed)
-    train, test = make(args.train, args.seed), make(args.test, args.seed + 1)
+    stages = parse_curriculum(args.curriculum, args.epochs, args.sequences)
+    answers = args.num_items if args.answer == "identity" else 2
+    runs = [("MEMO", "reinforce", args.max_hops, False)]
+    if not args.skip_baseline:
+        runs.append(("EMN-1hop", None, 1, True))
     results = {}
-    for name, halting, hops, transform in (
-        ("MEMO", "reinforce", args.max_hops, lambda d: d),
-        ("EMN-1hop", None, 1, summed),
-    ):
-        model = MEMOClassifier(2, embedding_dim=64, num_heads=4, key_size=32, max_hops=hops,
+    for name, halting, hops, summed in runs:
+        model = MEMOClassifier(answers, embedding_dim=64, num_heads=4, key_size=32, max_hops=hops,
                                halting=halting, seed=args.seed)
         model.compile(keras.optimizers.Adam(1e-3))
-        tr, te = transform(train), transform(test)
-        curve = Curve(name, te)
-        start = time.time()
-        model.fit({"facts": tr["memory"], "query": tr["query"]}, tr["target"], batch_size=args.batch_size,
-                  epochs=args.epochs, verbose=0, callbacks=[curve])
-        results[name] = (model, curve.rows, time.time() - start)
-    print(f"\nPaired associative inference, length 3, {args.train} training examples, "
-          f"{args.sequences} sequences per memory, {os.cpu_count()} CPUs")
-    print(f"{'model':9s} {'A-B':>7s} {'A-C':>7s} {'hops (first -> last epoch)':>28s} {'minutes':>8s}")
+        rows, seconds = train(name, model, args, stages, summed)
+        results[name] = (model, rows, seconds)
+    final = stages[-1][0]
+    print(f"\nPaired associative inference, length 3, {args.episodes} fresh episodes per epoch, "
+          f"{final} sequences per memory at the end, answer={args.answer}, {os.cpu_count()} CPUs")
+    print(f"{'model':9s} {'A-B':>7s} {'A-C':>7s} {'test hops (first -> last epoch)':>32s} {'minutes':>8s}")
     for name, (_, rows, seconds) in results.items():
         first, last = rows[0], rows[-1]
-        print(f"{name:9s} {last[3]:7.1%} {last[4]:7.1%} {first[2]:13.2f} -> {last[2]:<12.2f} {seconds / 60:8.1f}")
+        print(f"{name:9s} {last[4]:7.1%} {last[5]:7.1%} {first[3]:15.2f} -> {last[3]:<14.2f} {seconds / 60:8.1f}")
     memo = results["MEMO"][0]
+    test = episodes(256, final, args, seed=99)
     bias = memo.memo.policy.halt.bias
     trained = np.asarray(bias).copy()
     print("\nMEMO inference latency by hops taken (batch 32):")

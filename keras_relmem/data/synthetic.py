@@ -110,7 +110,9 @@ def paired_associative_inference(
         `indirect (N,)` bool, `hops (N,)` int32 (pairs to chain: 1 for
         direct), `query_type (N,)` str such as `"AC"`, and the item indices
         `memory_items (N, facts, 2)`, `query_items (N, 3)` (indices into
-        `items`), `items (N, num_sequences * L, E)`.
+        `items`), `items (N, num_sequences * L, E)`; with `num_items`, also
+        the pool indices `query_ids (N, 3)` of the query's items and
+        `match_id (N,)` of the match (a target over the item pool).
 
     Example:
 
@@ -133,6 +135,7 @@ def paired_associative_inference(
 
     if num_items is None:
         items = rng.normal(size=(num_examples, seqs * length, embedding_size)).astype("float32")
+        chosen = None
     else:
         if num_items < seqs * length:
             raise ValueError(f"num_items must be >= num_sequences * sequence_length = {seqs * length}.")
@@ -164,7 +167,12 @@ def paired_associative_inference(
     memory = memory.reshape(num_examples, facts, 2, embedding_size)
     query = gather(items[:, :, None, :], query_items[:, :, None, None], axis=1)[:, :, 0, :]
     hops = np.array([letters.index(t[1]) - letters.index(t[0]) for t in query_type], "int32")
+    pool_ids = {}
+    if chosen is not None:
+        query_ids = np.take_along_axis(chosen, query_items, axis=1).astype("int32")
+        pool_ids = {"query_ids": query_ids, "match_id": query_ids[np.arange(num_examples), 1 + target]}
     return {
+        **pool_ids,
         "memory": memory.astype("float32"),
         "query": query.astype("float32"),
         "target": target,

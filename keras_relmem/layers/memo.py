@@ -14,6 +14,11 @@ HALTING_MODES = ("reinforce", "act", None)
 _NEG_INF = -1e9
 
 
+def _facts_count(facts):
+    """I, static when known; dynamic when a traced function relaxed it (memories of several sizes)."""
+    return facts.shape[1] if facts.shape[1] is not None else ops.shape(facts)[1]
+
+
 def bhattacharyya_distance(p, q, epsilon=1e-10):
     """`-log(sum_i sqrt(p_i q_i))` over the last axis (0 for equal distributions)."""
     coefficient = ops.sum(ops.sqrt(ops.maximum(p * q, 0.0)), axis=-1)
@@ -254,7 +259,7 @@ class MEMO(keras.layers.Layer):
     # -- pieces -------------------------------------------------------------
     def memory(self, facts, query):
         """Keys and values `(batch, H, I, d)` and the initial query `(batch, H d)`."""
-        batch, facts_count = ops.shape(facts)[0], facts.shape[1]
+        batch, facts_count = ops.shape(facts)[0], _facts_count(facts)
         flat = ops.reshape(facts, (-1, facts.shape[2] * facts.shape[3]))
 
         def heads(x):
@@ -318,7 +323,7 @@ class MEMO(keras.layers.Layer):
         if not self.built:  # called directly, before any __call__
             self.build([tuple(facts.shape), tuple(query.shape)])
         keys, values, q = self.memory(facts, query)
-        batch, facts_count = ops.shape(facts)[0], facts.shape[1]
+        batch, facts_count = ops.shape(facts)[0], _facts_count(facts)
         previous = self.uniform_attention(batch, facts_count, mask)
         state = self.policy.initial_state(batch) if self.policy is not None else None
         answers, attentions, distances, halts, baselines = [], [], [], [], []
@@ -349,7 +354,7 @@ class MEMO(keras.layers.Layer):
             mask = mask[0] if mask and mask[0] is not None and len(mask[0].shape) == 2 else None
         facts, query = inputs
         keys, values, q0 = self.memory(facts, query)
-        batch, facts_count = ops.shape(facts)[0], facts.shape[1]
+        batch, facts_count = ops.shape(facts)[0], _facts_count(facts)
         previous0 = self.uniform_attention(batch, facts_count, mask)
         if self.policy is None:
             q = q0

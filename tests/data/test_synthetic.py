@@ -104,3 +104,13 @@ def test_item_pool_is_shared_across_examples_and_seeds():
     assert len(np.unique(vectors.round(6), axis=0)) <= 20
     with pytest.raises(ValueError, match="num_items"):
         synthetic.paired_associative_inference(2, num_sequences=3, num_items=5)
+
+
+def test_pool_ids_name_the_query_items_and_the_match():
+    data = synthetic.paired_associative_inference(40, num_sequences=3, num_items=25, seed=3)
+    pool = np.random.default_rng(7919).normal(size=(25, 64)).astype("float32")
+    pool /= np.linalg.norm(pool, axis=-1, keepdims=True)
+    np.testing.assert_allclose(pool[data["query_ids"]], data["query"], atol=1e-6)
+    choice = data["query_ids"][np.arange(40), 1 + data["target"]]
+    np.testing.assert_array_equal(data["match_id"], choice)
+    assert "match_id" not in synthetic.paired_associative_inference(3, num_sequences=3)

@@ -208,3 +208,14 @@ def test_jit_compiled_inference_and_mixed_precision():
     mixed.set_weights(memo.get_weights())
     logits16, _ = mixed([facts, query])
     np.testing.assert_allclose(logits16, expected, atol=0.05)
+
+
+def test_memories_of_different_sizes_share_one_model():
+    """A curriculum grows the memory: retraced training and prediction on a new fact count work."""
+    rng = np.random.default_rng(0)
+    model = MEMOClassifier(5, embedding_dim=8, num_heads=2, key_size=4, max_hops=3, halting="reinforce", seed=0)
+    model.compile(keras.optimizers.Adam(1e-3))
+    for facts in (4, 8, 6):
+        x = {"facts": rng.random((16, facts, 2, 8)).astype("float32"), "query": rng.random((16, 3, 8)).astype("float32")}
+        model.fit(x, np.zeros(16, "int32"), epochs=1, verbose=0, batch_size=8)
+        np.testing.assert_allclose(model.predict(x, verbose=0), np.asarray(model(x)), rtol=1e-5, atol=1e-6)
