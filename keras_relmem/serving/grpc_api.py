@@ -111,60 +111,74 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         response.metadata["signature_def"].Pack(signature_map)
         return response
 
-    def _examples_run(self, request, method):
-        """Run a classify/regress signature on the request's serialized tf.Examples."""
-        name, version, label, signature_name = _spec(request.model_spec)
-        servable = self.core.manager.get(name, version, label)
-        key, signature_def = servable.signature(signature_name)
-        if signature_def.method_name != method:
-            raise invalid(
-                f"Expected {method.rsplit('/', 1)[1]} signature method_name to be {method}. "
-                f"Was: {signature_def.method_name} (signature {key})"
-            )
-        kind = request.input.WhichOneof("kind")
-        if kind == "example_list":
-            examples = request.input.example_list.examples
-        elif kind == "example_list_with_context":
-            raise ServingError(grpc.StatusCode.UNIMPLEMENTED, "example_list_with_context is not supported")
-        else:
-            raise invalid("Input is empty: give input.example_list.examples")
-        serialized = np.array([e.SerializeToString() for e in examples], dtype=object)
-        (alias,) = signature_def.inputs.keys()
-        _, _, outputs = self.core.predict(name, servable.version, None, key, {alias: serialized})
-        return servable, key, outputs
-
     @_guarded
     def Classify(self, request, context):
-        servable, key, outputs = self._examples_run(request, CLASSIFY_METHOD)
-        response = classification_pb2.ClassificationResponse()
-        _fill_spec(response.model_spec, servable, key)
-        scores = outputs.get("scores")
-        classes = outputs.get("classes")
-        rows = len(scores if scores is not None else classes)
-        for row in range(rows):
-            result = response.result.classifications.add()
-            width = len((scores if scores is not None else classes)[row])
-            for j in range(width):
-                item = result.classes.add()
-                if classes is not None:
-                    item.label = classes[row][j].decode("utf-8") if isinstance(classes[row][j], bytes) else str(classes[row][j])
-                if scores is not None:
-                    item.score = float(scores[row][j])
-        return response
+        return classify(self.core, request)
 
     @_guarded
     def Regress(self, request, context):
-        servable, key, outputs = self._examples_run(request, REGRESS_METHOD)
-        response = regression_pb2.RegressionResponse()
-        _fill_spec(response.model_spec, servable, key)
-        values = np.reshape(outputs["outputs"], (-1,))
-        for value in values:
-            response.result.regressions.add().value = float(value)
-        return response
+        return regress(self.core, request)
 
     @_guarded
     def MultiInference(self, request, context):
         raise ServingError(grpc.StatusCode.UNIMPLEMENTED, "MultiInference is not supported by this server")
+
+
+def _examples_run(core, request, method):
+    """Run a classify/regress signature on the request's serialized tf.Examples."""
+    name, version, label, signature_name = _spec(request.model_spec)
+    servable = core.manager.get(name, version, label)
+    key, signature_def = servable.signature(signature_name)
+    if signature_def.method_name != method:
+        raise invalid(
+            f"Expected {method.rsplit('/', 1)[1]} signature method_name to be {method}. "
+            f"Was: {signature_def.method_name} (signature {key})"
+        )
+    kind = request.input.WhichOneof("kind")
+    if kind == "example_list":
+        examples = request.input.example_list.examples
+    elif kind == "example_list_with_context":
+        raise ServingError(grpc.StatusCode.UNIMPLEMENTED, "example_list_with_context is not supported")
+    else:
+        raise invalid("Input is empty: give input.example_list.examples")
+    serialized = np.array([e.SerializeToString() for e in examples], dtype=object)
+    (alias,) = signature_def.inputs.keys()
+    _, _, outputs = core.predict(name, servable.version, None, key, {alias: serialized})
+    return servable, key, outputs
+
+
+def _text(value):
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def classify(core, request):
+    """A ClassificationRequest -> ClassificationResponse (`classes` and/or `scores` outputs)."""
+    servable, key, outputs = _examples_run(core, request, CLASSIFY_METHOD)
+    response = classification_pb2.ClassificationResponse()
+    _fill_spec(response.model_spec, servable, key)
+    scores, classes = outputs.get("scores"), outputs.get("classes")
+    table = scores if scores is not None else classes
+    if table is None:
+        raise invalid(f"classify signature {key} has neither 'classes' nor 'scores' outputs")
+    for row in range(len(table)):
+        result = response.result.classifications.add()
+        for j in range(len(table[row])):
+            item = result.classes.add()
+            if classes is not None:
+                item.label = _text(classes[row][j])
+            if scores is not None:
+                item.score = float(scores[row][j])
+    return response
+
+
+def regress(core, request):
+    """A RegressionRequest -> RegressionResponse (the `outputs` output, one value per example)."""
+    servable, key, outputs = _examples_run(core, request, REGRESS_METHOD)
+    response = regression_pb2.RegressionResponse()
+    _fill_spec(response.model_spec, servable, key)
+    for value in np.reshape(outputs["outputs"], (-1,)):
+        response.result.regressions.add().value = float(value)
+    return response
 
 
 class ModelService(model_service_pb2_grpc.ModelServiceServicer):

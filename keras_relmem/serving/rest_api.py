@@ -7,6 +7,8 @@ Routes (as TF Serving's):
 - `POST /v1/models/<name>[/versions/<v> | /labels/<l>]:predict`: the row
   (`"instances"`) or columnar (`"inputs"`) request forms; strings may be
   given as `{"b64": ...}`; answers `"predictions"` or `"outputs"`.
+- `POST ...:classify` / `...:regress` with `{"examples": [...]}` for
+  signatures with those methods; answers `{"results": ...}`.
 
 Errors answer `{"error": message}` with the HTTP status TF Serving uses for
 the gRPC code.
@@ -135,6 +137,57 @@ def predict_response(outputs, row_format):
     return {"outputs": {alias: _jsonable(alias, value) for alias, value in outputs.items()}}
 
 
+def _example(index, features):
+    """One JSON example (`{"name": value or list}`) as a `tf.train.Example`."""
+    from tensorflow.core.example import example_pb2
+
+    if not isinstance(features, dict):
+        raise invalid(f"examples[{index}] must be an object of feature name -> value(s)")
+    example = example_pb2.Example()
+    for name, value in features.items():
+        values = _decode_b64(value if isinstance(value, list) else [value])
+        feature = example.features.feature[name]
+        if all(isinstance(v, (bytes, str)) for v in values):
+            feature.bytes_list.value.extend(v.encode("utf-8") if isinstance(v, str) else v for v in values)
+        elif all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            feature.int64_list.value.extend(values)
+        elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            feature.float_list.value.extend(float(v) for v in values)
+        else:
+            raise invalid(f"examples[{index}] feature {name}: values must be all numbers or all strings")
+    return example
+
+
+def examples_call(core, match, body):
+    """`:classify` / `:regress` with `{"signature_name", "examples": [...]}` as TF Serving's REST API."""
+    from tensorflow_serving.apis import classification_pb2, regression_pb2
+
+    from keras_relmem.serving.grpc_api import classify, regress
+
+    if not isinstance(body, dict) or not isinstance(body.get("examples"), list) or not body["examples"]:
+        raise invalid('the request body must be {"examples": [{feature: value, ...}, ...]}')
+    if "context" in body:
+        raise ServingError(grpc.StatusCode.UNIMPLEMENTED, "\"context\" (example_list_with_context) is not supported")
+    kind = match["verb"]
+    request = (classification_pb2.ClassificationRequest if kind == "classify" else regression_pb2.RegressionRequest)()
+    request.model_spec.name = match["name"]
+    if match["version"]:
+        request.model_spec.version.value = int(match["version"])
+    if match["label"]:
+        request.model_spec.version_label = match["label"]
+    request.model_spec.signature_name = body.get("signature_name", "")
+    for index, features in enumerate(body["examples"]):
+        request.input.example_list.examples.add().CopyFrom(_example(index, features))
+    if kind == "regress":
+        return {"results": [r.value for r in regress(core, request).result.regressions]}
+    return {
+        "results": [
+            [[c.label, c.score] for c in result.classes]
+            for result in classify(core, request).result.classifications
+        ]
+    }
+
+
 def status_json(entries):
     return {
         "model_version_status": [
@@ -230,18 +283,15 @@ class RestHandler(http.server.BaseHTTPRequestHandler):
                     http_status=413,
                 )
             raw = self.rfile.read(length)
-            if match["verb"] != "predict":
-                raise invalid(
-                    f"POST {self.path}: only :predict is available over REST here "
-                    "(classify/regress need a classify/regress signature; use gRPC)"
-                    if match["verb"]
-                    else f"POST {self.path}: add :predict"
-                )
+            if not match["verb"]:
+                raise invalid(f"POST {self.path}: add :predict, :classify or :regress")
             try:
                 body = json.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError) as error:
                 raise invalid(f"JSON Parse error: {error}") from error
             core = self.server.core
+            if match["verb"] in ("classify", "regress"):
+                return examples_call(core, match, body)
             signature_name, payload, row_format = parse_predict(body, None)
             servable = core.manager.get(match["name"], match["version"], match["label"])
             key, _ = servable.signature(signature_name)

@@ -123,8 +123,15 @@ class Servable:
 
 
 def _first_line(error):
-    text = getattr(error, "message", None) or str(error)
-    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    """The line of a TF error that says what is wrong (not the graph-trace boilerplate)."""
+    text = (getattr(error, "message", None) or str(error)).strip()
+    useful = [
+        line.strip() for line in text.splitlines()
+        if line.strip()
+        and not line.strip().startswith(("Graph execution error", "Detected at node", "File ", "[["))
+    ]
+    line = useful[-1] if useful else (text.splitlines()[0] if text else type(error).__name__)
+    return line.split("\t [[")[0].split(" [[")[0].strip()
 
 
 def _check_tensor(alias, value, spec, exact_dtypes=True):
