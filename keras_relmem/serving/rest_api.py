@@ -265,7 +265,19 @@ class RestHandler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         def action():
             match = self._route()
-            length = int(self.headers.get("Content-Length") or 0)
+            header = self.headers.get("Content-Length")
+            if header is None:
+                self.close_connection = True
+                raise ServingError(grpc.StatusCode.INVALID_ARGUMENT,
+                                   "the request needs a Content-Length header (chunked bodies are not read)",
+                                   http_status=411)
+            try:
+                length = int(header)
+                if length < 0:
+                    raise ValueError(header)
+            except ValueError:
+                self.close_connection = True
+                raise invalid(f"Content-Length {header!r} is not a byte count") from None
             if length > self.server.max_request_bytes:
                 # Drain the body in chunks (never held in memory) so the
                 # client can read the answer, then close the connection.
@@ -289,6 +301,8 @@ class RestHandler(http.server.BaseHTTPRequestHandler):
                 body = json.loads(raw)
             except (json.JSONDecodeError, UnicodeDecodeError) as error:
                 raise invalid(f"JSON Parse error: {error}") from error
+            except RecursionError:
+                raise invalid("JSON Parse error: nested too deeply") from None
             core = self.server.core
             if match["verb"] in ("classify", "regress"):
                 return examples_call(core, match, body)

@@ -200,6 +200,7 @@ BAD_REST = [
     ("floats for ids", "/v1/models/babi:predict", {"inputs": {"story": [[[0.5] * 6] * 10], "query": [[1, 2, 3]]}}, None, 400, "int32"),
     ("oversized", "/v1/models/babi:predict", None, b"{" + b" " * (2 << 20) + b"}", 413, "larger"),
     ("bad path", "/v2/whatever", {"instances": [1]}, None, 404, "Malformed request"),
+    ("deeply nested", "/v1/models/babi:predict", None, b"[" * 100000 + b"]" * 100000, 400, "nested too deeply"),
 ]
 
 
@@ -223,3 +224,18 @@ def test_unsupported_methods_answer_instead_of_crashing(server, stubs):
         prediction.Classify(request, timeout=30)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "tensorflow/serving/classify" in caught.value.details()
+
+
+@pytest.mark.parametrize("header,status", [(None, 411), ("abc", 400), ("-5", 400)])
+def test_broken_content_length_is_refused_not_waited_on(server, header, status):
+    import http.client
+
+    connection = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=30)
+    connection.putrequest("POST", "/v1/models/babi:predict")
+    if header is not None:
+        connection.putheader("Content-Length", header)
+    connection.endheaders()
+    response = connection.getresponse()
+    assert response.status == status
+    assert "Content-Length" in json.loads(response.read())["error"]
+    connection.close()
