@@ -12,7 +12,6 @@ on a single serving host.
 """
 
 import argparse
-import concurrent.futures
 import os
 import pathlib
 import signal

@@ -14,7 +14,6 @@ import logging
 import os
 import pathlib
 import threading
-import time
 
 import grpc
 

@@ -75,13 +75,8 @@ def _jsonable(alias, array):
     return array.tolist()
 
 
-def parse_predict(body, input_names):
-    """A REST predict body -> (signature_name, {alias: array}, row_format).
-
-    Args:
-        body: the parsed JSON object.
-        input_names: the signature's input aliases, or None before it is known.
-    """
+def parse_predict(body):
+    """A REST predict body (parsed JSON) -> (signature_name, payload, row_format)."""
     if not isinstance(body, dict):
         raise invalid("the request body must be a JSON object with \"instances\" or \"inputs\"")
     signature_name = body.get("signature_name", "")
@@ -306,7 +301,7 @@ class RestHandler(http.server.BaseHTTPRequestHandler):
             core = self.server.core
             if match["verb"] in ("classify", "regress"):
                 return examples_call(core, match, body)
-            signature_name, payload, row_format = parse_predict(body, None)
+            signature_name, payload, row_format = parse_predict(body)
             servable = core.manager.get(match["name"], match["version"], match["label"])
             key, _ = servable.signature(signature_name)
             inputs = columns(payload, row_format, list(servable.input_specs[key]))

@@ -4,13 +4,12 @@ The server never imports the code that built a model: it loads the SavedModel
 with `tf.saved_model.load` and calls its signatures, as TF Serving does.
 """
 
+import grpc
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.saved_model import loader_impl
 
 from keras_relmem.serving.errors import ServingError, invalid
-
-import grpc
 
 PREDICT_METHOD = "tensorflow/serving/predict"
 CLASSIFY_METHOD = "tensorflow/serving/classify"

@@ -1,6 +1,5 @@
 """serving/server.py as users start it: tensorflow_model_server's flags, a config file, clean shutdown."""
 
-import os
 import pathlib
 import shutil
 import signal

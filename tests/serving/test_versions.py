@@ -9,7 +9,6 @@ import urllib.request
 import grpc
 import numpy as np
 import pytest
-import tensorflow as tf
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from keras_relmem.serving.client import ServingClient
