@@ -138,12 +138,19 @@ class ModelServer:
             options=[
                 ("grpc.max_receive_message_length", max_request_bytes),
                 ("grpc.max_send_message_length", -1),
+                # gRPC sets SO_REUSEPORT by default, so a second server on a busy
+                # port would silently share its traffic (and port 0 may pick a port
+                # another server holds): a busy port must be an error instead.
+                ("grpc.so_reuseport", 0),
             ],
         )
         prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(self.core), self._grpc)
         model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(self.core), self._grpc)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self._grpc)
-        self.port = self._grpc.add_insecure_port(f"{host}:{port}")
+        try:
+            self.port = self._grpc.add_insecure_port(f"{host}:{port}")
+        except RuntimeError as error:  # grpc raises RuntimeError("Failed to bind ...")
+            raise OSError(f"cannot bind gRPC to {host}:{port}: {error}") from error
         if self.port == 0:
             raise OSError(f"cannot bind gRPC to {host}:{port}")
         self._rest = None

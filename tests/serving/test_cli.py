@@ -46,6 +46,19 @@ def test_server_command_line_with_a_model_config_file(exports, tmp_path):
     assert "Successfully loaded servable version {name: babi version: 1}" in process.stderr.read()
 
 
+def test_a_busy_port_is_an_error_not_a_shared_port(exports):
+    from keras_relmem.serving.server import ModelServer
+
+    from tests.serving.conftest import configs_for
+
+    first = ModelServer(configs_for(exports.base, ["lm"]), port=0, poll_seconds=-1)
+    try:
+        with pytest.raises(OSError, match=f"127.0.0.1:{first.port}"):
+            ModelServer(configs_for(exports.base, ["lm"]), port=first.port, poll_seconds=-1)
+    finally:
+        first.stop()
+
+
 def test_server_command_line_single_model(exports, tmp_path):
     process, port, _ = _start(["--port", "0", "--model_name", "lm", "--model_base_path", str(exports.base / "lm")])
     try:

@@ -9,7 +9,9 @@ import urllib.request
 import grpc
 import numpy as np
 import pytest
+import tensorflow as tf
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from tensorflow_serving.apis import predict_pb2
 
 from keras_relmem.serving.client import ServingClient
 from keras_relmem.serving.server import ModelServer
@@ -47,10 +49,14 @@ def test_hot_swap_under_concurrent_load_fails_no_request(exports, tmp_path, batc
         try:
             while not stop.is_set():
                 try:
-                    outputs = client.predict("babi", {"story": np.array([STORY], dtype=object),
-                                                      "question": np.array(["Where is Mary?"], dtype=object)},
-                                             signature="answer")
-                    versions.append(tuple(outputs["top_probabilities"][0].tolist()))
+                    request = predict_pb2.PredictRequest()
+                    request.model_spec.name = "babi"
+                    request.model_spec.signature_name = "answer"
+                    request.inputs["story"].CopyFrom(tf.make_tensor_proto(np.array([STORY], dtype=object)))
+                    request.inputs["question"].CopyFrom(tf.make_tensor_proto(np.array(["Where is Mary?"], dtype=object)))
+                    response = client.prediction.Predict(request, timeout=60)
+                    probabilities = tf.make_ndarray(response.outputs["top_probabilities"])[0]
+                    versions.append((response.model_spec.version.value, tuple(probabilities.tolist())))
                 except grpc.RpcError as error:
                     failures.append(f"{error.code()}: {error.details()}")
         finally:
@@ -77,7 +83,7 @@ def test_hot_swap_under_concurrent_load_fails_no_request(exports, tmp_path, batc
         assert _wait_for(lambda: client.status("babi")["model_version_status"][0]["state"] == "AVAILABLE"
                          and client.status("babi")["model_version_status"][0]["version"] == "2", 120)
         served_at_swap = len(versions)
-        assert _wait_for(lambda: len(versions) >= served_at_swap + 20)
+        assert _wait_for(lambda: len(versions) >= served_at_swap + 20), (len(versions), failures[:3])
         statuses = client.status("babi")["model_version_status"]
         client.close()
     finally:
@@ -87,7 +93,15 @@ def test_hot_swap_under_concurrent_load_fails_no_request(exports, tmp_path, batc
         server.stop()
     assert not failures, failures[:5]
     assert served_before > 0 and len(versions) > served_before
-    assert len(set(versions)) >= 2, "answers never changed: the new version was not served"
+    # Every answer came from version 1 and then version 2, never back, and the
+    # two versions answer differently.
+    numbers = [number for number, _ in versions]
+    assert numbers[0] == 1 and numbers[-1] == 2, sorted(set(numbers))
+    # (Batches of different sizes may differ in the last bit, hence the tolerance.)
+    answers = {number: np.array([a for n, a in versions if n == number]) for number in (1, 2)}
+    for number, rows in answers.items():
+        np.testing.assert_allclose(rows, np.broadcast_to(rows[0], rows.shape), rtol=1e-5, err_msg=f"version {number}")
+    assert not np.allclose(answers[1][0], answers[2][0], rtol=1e-3), answers
     assert [(s["version"], s["state"]) for s in statuses] == [("2", "AVAILABLE"), ("1", "END")]
     if batching:
         # The old version's batcher was stopped, the new one's is running.
