@@ -31,30 +31,23 @@ def version_dir(base_dir, name, version=None):
     return path
 
 
-def _index_to_string_table(vocab_file):
+def _vocab_table(vocab_file, to_ids, default):
+    """A lookup table over a vocabulary asset (one token per line, line number = id).
+
+    `to_ids=True` maps words to ids (unknown words -> `default`), `False` maps
+    ids to words (unknown ids -> `default`).
+    """
     import tensorflow as tf
 
+    line, word = tf.lookup.TextFileIndex.LINE_NUMBER, tf.lookup.TextFileIndex.WHOLE_LINE
     initializer = tf.lookup.TextFileInitializer(
         str(vocab_file),
-        key_dtype=tf.int64,
-        key_index=tf.lookup.TextFileIndex.LINE_NUMBER,
-        value_dtype=tf.string,
-        value_index=tf.lookup.TextFileIndex.WHOLE_LINE,
+        key_dtype=tf.string if to_ids else tf.int64,
+        key_index=word if to_ids else line,
+        value_dtype=tf.int64 if to_ids else tf.string,
+        value_index=line if to_ids else word,
     )
-    return tf.lookup.StaticHashTable(initializer, default_value="<unk>")
-
-
-def _string_to_index_table(vocab_file, oov_id):
-    import tensorflow as tf
-
-    initializer = tf.lookup.TextFileInitializer(
-        str(vocab_file),
-        key_dtype=tf.string,
-        key_index=tf.lookup.TextFileIndex.WHOLE_LINE,
-        value_dtype=tf.int64,
-        value_index=tf.lookup.TextFileIndex.LINE_NUMBER,
-    )
-    return tf.lookup.StaticHashTable(initializer, default_value=oov_id)
+    return tf.lookup.StaticHashTable(initializer, default_value=default)
 
 
 def _top_k_outputs(logits, table, k, name):
@@ -83,6 +76,13 @@ def _tokenize(text):
     return tf.strings.split(tf.strings.regex_replace(lowered, r"[^\w\s]", " "))
 
 
+def _word_ids(words, table):
+    """Ragged words -> ragged int32 ids through a words-to-ids `_vocab_table`."""
+    import tensorflow as tf
+
+    return tf.cast(tf.ragged.map_flat_values(table.lookup, words), tf.int32)
+
+
 def _story_ids(sentences, table, story_length, sentence_length):
     """Story strings `(b, n)` -> ids `(b, K, S)` exactly as `BabiData.arrays` builds them.
 
@@ -97,7 +97,7 @@ def _story_ids(sentences, table, story_length, sentence_length):
     count = words.row_lengths()
     position = tf.ragged.range(count)
     words = tf.ragged.boolean_mask(words, position >= tf.expand_dims(count - story_length, 1))
-    ids = tf.cast(words.with_flat_values(table.lookup(words.flat_values)), tf.int32)
+    ids = _word_ids(words, table)
     return ids.to_tensor(0, shape=[None, story_length, sentence_length])
 
 
@@ -158,9 +158,9 @@ def export_babi(model, data, base_dir, name="babi", version=None, top_k=3):
         answers_file = data.answer_vocab.save(pathlib.Path(tmp) / "answers.txt")
         archive = keras.export.ExportArchive()
         archive.track(model)
-        answers = _index_to_string_table(answers_file)
+        answers = _vocab_table(answers_file, to_ids=False, default="<unk>")
         archive.track(answers)
-        words = _string_to_index_table(vocab_file, data.vocab.oov_id)
+        words = _vocab_table(vocab_file, to_ids=True, default=data.vocab.oov_id)
         archive.track(words)
 
         def serve(story, query):
@@ -169,8 +169,7 @@ def export_babi(model, data, base_dir, name="babi", version=None, top_k=3):
 
         def answer(story, question):
             story_ids = _story_ids(story, words, data.story_length, data.sentence_length)
-            query = _tokenize(question)
-            query_ids = tf.cast(query.with_flat_values(words.lookup(query.flat_values)), tf.int32)
+            query_ids = _word_ids(_tokenize(question), words)
             return serve(story_ids, query_ids.to_tensor(0, shape=[None, data.query_length]))
 
         archive.add_endpoint(
@@ -231,9 +230,9 @@ def export_lm(model, vocab, base_dir, name="lm", version=None, top_k=5):
         vocab_file = vocab.save(pathlib.Path(tmp) / "vocab.txt")
         archive = keras.export.ExportArchive()
         archive.track(model)
-        words = _index_to_string_table(vocab_file)
+        words = _vocab_table(vocab_file, to_ids=False, default="<unk>")
         archive.track(words)
-        ids_of = _string_to_index_table(vocab_file, vocab.oov_id)
+        ids_of = _vocab_table(vocab_file, to_ids=True, default=vocab.oov_id)
         archive.track(ids_of)
         eos_id = vocab.token_id(EOS)
 
@@ -242,8 +241,7 @@ def export_lm(model, vocab, base_dir, name="lm", version=None, top_k=5):
             return _top_k_outputs(logits, words, top_k, "top_words")
 
         def next_word(prefix):
-            tokens = tf.strings.split(prefix)
-            ids = tf.cast(tokens.with_flat_values(ids_of.lookup(tokens.flat_values)), tf.int32)
+            ids = _word_ids(tf.strings.split(prefix), ids_of)
             start = tf.fill([tf.shape(prefix)[0], 1], eos_id)
             ids = tf.concat([tf.RaggedTensor.from_tensor(start), ids], axis=1)
             # Right padding cannot change earlier steps of a causal model, so

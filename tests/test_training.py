@@ -20,6 +20,17 @@ def _data():
     return rng.normal(size=(16, 3)).astype("float32"), rng.normal(size=(16, 2)).astype("float32")
 
 
+def _killed_after_writing(partial):
+    """A stand-in for `Model.save`/`save_weights` killed mid-write: half a file, then the kill."""
+
+    def dying_save(self, filepath, overwrite=True, **kwargs):
+        with open(filepath, "wb") as handle:
+            handle.write(partial)
+        raise KeyboardInterrupt("killed")
+
+    return dying_save
+
+
 def test_backup_killed_mid_save_resumes_from_previous_epoch(tmp_path, monkeypatch):
     x, y = _data()
     backup = tmp_path / "backup"
@@ -28,12 +39,7 @@ def test_backup_killed_mid_save_resumes_from_previous_epoch(tmp_path, monkeypatc
     weights_after_2 = [w.copy() for w in model.get_weights()]
 
     # The third epoch's save dies after writing half a weights file.
-    def dying_save(self, filepath, overwrite=True, **kwargs):
-        with open(filepath, "wb") as handle:
-            handle.write(b"\x89HDF\r\n\x1a\n garbage")
-        raise KeyboardInterrupt("killed")
-
-    monkeypatch.setattr(keras.Model, "save_weights", dying_save)
+    monkeypatch.setattr(keras.Model, "save_weights", _killed_after_writing(b"\x89HDF\r\n\x1a\n garbage"))
     with pytest.raises(KeyboardInterrupt):
         model.fit(x, y, epochs=3, verbose=0,
                   callbacks=[training.AtomicBackupAndRestore(str(backup), delete_checkpoint=False)])
@@ -70,12 +76,7 @@ def test_model_checkpoint_is_replaced_whole(tmp_path, monkeypatch):
     model.fit(x, y, epochs=1, verbose=0, callbacks=[training.AtomicModelCheckpoint(path)])
     good = path.read_bytes()
 
-    def dying_save(self, filepath, overwrite=True, **kwargs):
-        with open(filepath, "wb") as handle:
-            handle.write(b"PK half a zip")
-        raise KeyboardInterrupt("killed")
-
-    monkeypatch.setattr(keras.Model, "save", dying_save)
+    monkeypatch.setattr(keras.Model, "save", _killed_after_writing(b"PK half a zip"))
     with pytest.raises(KeyboardInterrupt):
         model.fit(x, y, epochs=1, verbose=0, callbacks=[training.AtomicModelCheckpoint(path)])
     monkeypatch.undo()

@@ -30,17 +30,24 @@ class ServingCore:
         self._lock = threading.Lock()
 
     def predict(self, name, version, label, signature_name, inputs, output_filter=(), exact_dtypes=True):
+        """Resolve the model version, then `predict_on` it; `(servable, signature key, outputs)`."""
         servable = self.manager.get(name, version, label)
+        return self.predict_on(servable, signature_name, inputs, output_filter, exact_dtypes)
+
+    def predict_on(self, servable, signature_name, inputs, output_filter=(), exact_dtypes=True):
+        """Check and run one request on a servable the caller already resolved.
+
+        Inputs are checked once, here; a batch merges checked inputs only.
+        """
         key, _ = servable.signature(signature_name)
+        servable.check_outputs(key, output_filter)
         checked = servable.check_inputs(key, inputs, exact_dtypes)
         if self.batching:
             outputs = self._batcher(servable, key).submit(checked)
             if output_filter:
-                if set(output_filter) - set(outputs):
-                    servable.run(key, checked, output_filter)  # raises the precise error
-                outputs = {k: outputs[k] for k in output_filter}
+                outputs = {alias: outputs[alias] for alias in output_filter}
         else:
-            outputs = servable.run(key, checked, output_filter)
+            outputs = servable.call(key, checked, output_filter)
         return servable, key, outputs
 
     def _batcher(self, servable, key):
@@ -51,7 +58,7 @@ class ServingCore:
                 for old in [k for k, (s, _) in self._batchers.items() if not self.manager.is_served(s)]:
                     self._batchers.pop(old)[1].close()
                 self._batchers[batcher_key] = servable, Batcher(
-                    lambda inputs, s=servable, k=key: s.run(k, inputs),
+                    lambda checked, s=servable, k=key: s.call(k, checked),
                     max_batch_size=self.batching.get("max_batch_size", 32),
                     timeout=self.batching.get("batch_timeout_micros", 2000) / 1e6,
                     max_enqueued=self.batching.get("max_enqueued_batches", 100)

@@ -143,7 +143,7 @@ def _examples_run(core, request, method):
         raise invalid("Input is empty: give input.example_list.examples")
     serialized = np.array([e.SerializeToString() for e in examples], dtype=object)
     (alias,) = signature_def.inputs.keys()
-    _, _, outputs = core.predict(name, servable.version, None, key, {alias: serialized})
+    _, _, outputs = core.predict_on(servable, key, {alias: serialized})
     return servable, key, outputs
 
 

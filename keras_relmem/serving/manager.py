@@ -166,7 +166,9 @@ class ModelManager:
         failed = self._failed[config.name]
 
         def usable(version):
-            return failed.get(version) != _fingerprint(on_disk[version])
+            # Only a version that failed is fingerprinted (walking every version
+            # folder on every poll would be wasted I/O).
+            return version not in failed or failed[version] != _fingerprint(on_disk[version])
 
         if policy.WhichOneof("policy_choice") == "all":
             return [v for v in sorted(on_disk, reverse=True) if usable(v)], None

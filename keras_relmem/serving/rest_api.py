@@ -305,9 +305,7 @@ class RestHandler(http.server.BaseHTTPRequestHandler):
             servable = core.manager.get(match["name"], match["version"], match["label"])
             key, _ = servable.signature(signature_name)
             inputs = columns(payload, row_format, list(servable.input_specs[key]))
-            _, _, outputs = core.predict(
-                servable.name, servable.version, None, key, inputs, exact_dtypes=False
-            )
+            _, _, outputs = core.predict_on(servable, key, inputs, exact_dtypes=False)
             return predict_response(outputs, row_format)
 
         self._handle(action)

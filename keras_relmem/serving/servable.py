@@ -101,8 +101,8 @@ class Servable:
             checked[alias] = _check_tensor(alias, value, spec, exact_dtypes)
         return checked
 
-    def run(self, signature_name, inputs, output_filter=(), exact_dtypes=True):
-        """Check the inputs and run a signature; returns `{output alias: np.ndarray}`."""
+    def check_outputs(self, signature_name, output_filter):
+        """Every requested output alias exists in the signature (INVALID_ARGUMENT otherwise)."""
         key, signature_def = self.signature(signature_name)
         unknown = sorted(set(output_filter) - set(signature_def.outputs))
         if unknown:
@@ -110,15 +110,23 @@ class Servable:
                 f"output tensor alias not found in signature: {', '.join(unknown)}. "
                 f"Outputs expected to be in the set {{{','.join(sorted(signature_def.outputs))}}}."
             )
-        arguments = self.check_inputs(key, inputs, exact_dtypes)
+
+    def call(self, key, checked, output_filter=()):
+        """Run signature `key` on inputs `check_inputs` returned; `{output alias: np.ndarray}`."""
         try:
-            outputs = self._functions[key](**arguments)
+            outputs = self._functions[key](**checked)
         except (tf.errors.InvalidArgumentError, ValueError, TypeError) as error:
             raise invalid(f"{key}: {_first_line(error)}") from error
         except tf.errors.OpError as error:
             raise ServingError(grpc.StatusCode.INTERNAL, f"{key}: {_first_line(error)}") from error
         names = output_filter or outputs.keys()
         return {alias: outputs[alias].numpy() for alias in names}
+
+    def run(self, signature_name, inputs, output_filter=(), exact_dtypes=True):
+        """Check the inputs and outputs asked for, then run a signature; `{alias: np.ndarray}`."""
+        key, _ = self.signature(signature_name)
+        self.check_outputs(key, output_filter)
+        return self.call(key, self.check_inputs(key, inputs, exact_dtypes), output_filter)
 
 
 def _first_line(error):

@@ -3,7 +3,6 @@
 import os
 import tarfile
 
-import numpy as np
 import pytest
 
 from keras_relmem.data import DataFormatError, Vocabulary, babi, load_babi
