@@ -51,7 +51,7 @@ def test_a_busy_port_is_an_error_not_a_shared_port(exports):
 
     from tests.serving.conftest import configs_for
 
-    first = ModelServer(configs_for(exports.base, ["lm"]), port=0, poll_seconds=-1)
+    first = ModelServer(configs_for(exports.base, ["lm"]), port=0, poll_seconds=-1).start()
     try:
         with pytest.raises(OSError, match=f"127.0.0.1:{first.port}"):
             ModelServer(configs_for(exports.base, ["lm"]), port=first.port, poll_seconds=-1)
