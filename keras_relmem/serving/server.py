@@ -174,6 +174,7 @@ class ModelServer:
         """Load the models (first poll), then open the ports."""
         self.manager.start()
         self._grpc.start()
+        log.info("gRPC API listening on port %d", self.port)
         if self._rest is not None:
             threading.Thread(target=self._rest.serve_forever, name="rest", daemon=True).start()
         return self
@@ -182,6 +183,7 @@ class ModelServer:
         self._grpc.wait_for_termination()
 
     def stop(self, grace=2.0):
+        log.info("Stopping the server on port %d", self.port)
         self.manager.stop()
         self.health.enter_graceful_shutdown()
         if self._rest is not None:
