@@ -26,8 +26,10 @@ class ServingCore:
     def __init__(self, manager, batching=None):
         self.manager = manager
         self.batching = batching
-        self._batchers = {}
+        self._batchers = {}  # (id(servable), signature key) -> (servable, Batcher)
         self._lock = threading.Lock()
+        # A version's batcher (and its thread) goes when the version is unloaded.
+        manager.listeners.append(self.close_unserved)
 
     def predict(self, name, version, label, signature_name, inputs, output_filter=(), exact_dtypes=True):
         """Resolve the model version, then `predict_on` it; `(servable, signature key, outputs)`."""
@@ -42,8 +44,9 @@ class ServingCore:
         key, _ = servable.signature(signature_name)
         servable.check_outputs(key, output_filter)
         checked = servable.check_inputs(key, inputs, exact_dtypes)
-        if self.batching:
-            outputs = self._batcher(servable, key).submit(checked)
+        batcher = self._batcher(servable, key) if self.batching else None
+        if batcher is not None:
+            outputs = batcher.submit(checked)
             if output_filter:
                 outputs = {alias: outputs[alias] for alias in output_filter}
         else:
@@ -51,12 +54,12 @@ class ServingCore:
         return servable, key, outputs
 
     def _batcher(self, servable, key):
+        """The servable's batcher, or None for a version already unloaded (it runs unbatched)."""
         with self._lock:
             batcher_key = (id(servable), key)
             if batcher_key not in self._batchers:
-                # Stop the batchers of versions no longer served.
-                for old in [k for k, (s, _) in self._batchers.items() if not self.manager.is_served(s)]:
-                    self._batchers.pop(old)[1].close()
+                if not self.manager.is_served(servable):
+                    return None
                 self._batchers[batcher_key] = servable, Batcher(
                     lambda checked, s=servable, k=key: s.call(k, checked),
                     max_batch_size=self.batching.get("max_batch_size", 32),
@@ -65,6 +68,18 @@ class ServingCore:
                     * self.batching.get("max_batch_size", 32),
                 )
             return self._batchers[batcher_key][1]
+
+    def close_unserved(self):
+        """Stop the batchers of versions no longer served; what they hold still runs."""
+        with self._lock:
+            for old in [k for k, (s, _) in self._batchers.items() if not self.manager.is_served(s)]:
+                self._batchers.pop(old)[1].close()
+
+    def close(self):
+        """Stop every batcher (the server is stopping)."""
+        with self._lock:
+            while self._batchers:
+                self._batchers.popitem()[1][1].close()
 
     def metadata(self, name, version=None, label=None):
         """`(servable, SignatureDefMap proto)` as GetModelMetadata reports it."""

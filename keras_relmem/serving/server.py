@@ -190,6 +190,7 @@ class ModelServer:
             self._rest.shutdown()
             self._rest.server_close()
         self._grpc.stop(grace).wait()
+        self.core.close()
 
 
 def main(argv=None):

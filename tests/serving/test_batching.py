@@ -94,3 +94,53 @@ def test_batched_server_answers_like_the_unbatched_one(exports, server):
         plain.close()
         merged.close()
         batched.stop()
+
+
+class FakeServable:
+    """Stands in for a loaded version: `y = x + version`, counting its calls."""
+
+    def __init__(self, name, version, path):
+        self.name, self.version, self.calls = name, version, 0
+
+    def signature(self, signature_name):
+        return signature_name or "serving_default", None
+
+    def check_outputs(self, key, output_filter):
+        pass
+
+    def check_inputs(self, key, inputs, exact_dtypes=True):
+        return inputs
+
+    def call(self, key, checked, output_filter=()):
+        self.calls += 1
+        return {"y": checked["x"] + self.version}
+
+
+def test_unloading_a_version_stops_its_batcher_and_late_requests_run_unbatched(tmp_path):
+    from keras_relmem.serving.core import ServingCore
+    from keras_relmem.serving.manager import ModelManager
+
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    configs = configs_for(tmp_path, ["m"])
+    manager = ModelManager(configs, poll_seconds=-1, servable_factory=FakeServable)
+    core = ServingCore(manager, batching={"max_batch_size": 4, "batch_timeout_micros": 0})
+    manager.poll()
+    old, _, outputs = core.predict("m", None, None, None, {"x": np.zeros((1, 2))})
+    np.testing.assert_array_equal(outputs["y"], [[1, 1]])
+    old_batcher = core._batchers[(id(old), "serving_default")][1]
+
+    (tmp_path / "m" / "2").mkdir()
+    manager.poll()  # loads 2, unloads 1: its batcher must stop with it
+    assert [s.version for s, _ in core._batchers.values()] == []
+    old_batcher._thread.join(5)
+    assert old_batcher._closed and not old_batcher._thread.is_alive()
+
+    # A request that resolved version 1 just before the swap still gets an answer from it.
+    _, _, outputs = core.predict_on(old, None, {"x": np.zeros((1, 2))})
+    np.testing.assert_array_equal(outputs["y"], [[1, 1]])
+    assert core._batchers == {}  # and no new batcher for the unloaded version
+    new, _, outputs = core.predict("m", None, None, None, {"x": np.zeros((1, 2))})
+    np.testing.assert_array_equal(outputs["y"], [[2, 2]])
+    assert [s.version for s, _ in core._batchers.values()] == [2]
+    core.close()
+    assert core._batchers == {}
