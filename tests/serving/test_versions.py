@@ -36,6 +36,12 @@ def _wait_for(condition, seconds=60):
     return False
 
 
+def _newest(client, name):
+    """(version, state) of the newest version in one GetModelStatus answer."""
+    newest = client.status(name)["model_version_status"][0]
+    return newest["version"], newest["state"]
+
+
 @pytest.mark.parametrize("batching", [None, {"max_batch_size": 8, "batch_timeout_micros": 5000}],
                          ids=["unbatched", "batched"])
 def test_hot_swap_under_concurrent_load_fails_no_request(exports, tmp_path, batching):
@@ -80,8 +86,9 @@ def test_hot_swap_under_concurrent_load_fails_no_request(exports, tmp_path, batc
         served_before = len(versions)
         exports.new_babi_version(base=base, version=2)
         client = ServingClient(f"127.0.0.1:{server.port}")
-        assert _wait_for(lambda: client.status("babi")["model_version_status"][0]["state"] == "AVAILABLE"
-                         and client.status("babi")["model_version_status"][0]["version"] == "2", 120)
+        # One status snapshot per check: reading state and version from two
+        # calls can pair "AVAILABLE" (still version 1) with "2" (just LOADING).
+        assert _wait_for(lambda: _newest(client, "babi") == ("2", "AVAILABLE"), 120)
         served_at_swap = len(versions)
         assert _wait_for(lambda: len(versions) >= served_at_swap + 20), (len(versions), failures[:3])
         statuses = client.status("babi")["model_version_status"]
@@ -118,7 +125,7 @@ def test_corrupt_version_is_reported_and_the_old_one_keeps_serving(exports, tmp_
         broken = base / "babi" / "2"
         shutil.copytree(base / "babi" / "1", broken)
         (broken / "saved_model.pb").write_bytes(b"this is not a protobuf")
-        assert _wait_for(lambda: len(client.status("babi")["model_version_status"]) == 2)
+        assert _wait_for(lambda: _newest(client, "babi") == ("2", "END"))
         statuses = {s["version"]: s for s in client.status("babi")["model_version_status"]}
         assert statuses["2"]["state"] == "END" and "saved_model.pb" in statuses["2"]["status"]["error_message"]
         assert statuses["1"]["state"] == "AVAILABLE"
@@ -129,8 +136,7 @@ def test_corrupt_version_is_reported_and_the_old_one_keeps_serving(exports, tmp_
         # Fixed in place (same version number): retried, and it takes over.
         shutil.rmtree(broken)
         exports.new_babi_version(base=base, version=2)
-        assert _wait_for(lambda: client.status("babi")["model_version_status"][0]["state"] == "AVAILABLE"
-                         and client.status("babi")["model_version_status"][0]["version"] == "2")
+        assert _wait_for(lambda: _newest(client, "babi") == ("2", "AVAILABLE"))
         assert client.answer("babi", STORY, "Where is Mary?") != before
     finally:
         client.close()
