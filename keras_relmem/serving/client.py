@@ -61,8 +61,13 @@ class ServingClient:
     def close(self):
         self.channel.close()
 
-    def predict(self, model, inputs, signature="serving_default", version=None, output_filter=()):
-        """Raw Predict: `{alias: array-like}` in, `{alias: np.ndarray}` out."""
+    def predict(self, model, inputs, signature="serving_default", version=None, output_filter=(),
+                return_version=False):
+        """Raw Predict: `{alias: array-like}` in, `{alias: np.ndarray}` out.
+
+        `return_version=True` returns `(outputs, version)`, the version that
+        answered (the server picks the newest unless `version` names one).
+        """
         request = predict_pb2.PredictRequest()
         request.model_spec.name = model
         request.model_spec.signature_name = signature
@@ -72,7 +77,8 @@ class ServingClient:
             request.inputs[alias].CopyFrom(tf.make_tensor_proto(value))
         request.output_filter.extend(output_filter)
         response = self.prediction.Predict(request, timeout=self.timeout)
-        return {alias: tf.make_ndarray(proto) for alias, proto in response.outputs.items()}
+        outputs = {alias: tf.make_ndarray(proto) for alias, proto in response.outputs.items()}
+        return (outputs, response.model_spec.version.value) if return_version else outputs
 
     @staticmethod
     def _pairs(outputs, labels):

@@ -9,9 +9,7 @@ import urllib.request
 import grpc
 import numpy as np
 import pytest
-import tensorflow as tf
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from tensorflow_serving.apis import predict_pb2
 
 from keras_relmem.serving.client import ServingClient
 from keras_relmem.serving.server import ModelServer
@@ -51,18 +49,16 @@ def test_hot_swap_under_concurrent_load_fails_no_request(exports, tmp_path, batc
     failures, versions, stop = [], [], threading.Event()
 
     def grpc_load():
-        client = ServingClient(f"127.0.0.1:{server.port}")
+        client = ServingClient(f"127.0.0.1:{server.port}", timeout=60)
         try:
             while not stop.is_set():
                 try:
-                    request = predict_pb2.PredictRequest()
-                    request.model_spec.name = "babi"
-                    request.model_spec.signature_name = "answer"
-                    request.inputs["story"].CopyFrom(tf.make_tensor_proto(np.array([STORY], dtype=object)))
-                    request.inputs["question"].CopyFrom(tf.make_tensor_proto(np.array(["Where is Mary?"], dtype=object)))
-                    response = client.prediction.Predict(request, timeout=60)
-                    probabilities = tf.make_ndarray(response.outputs["top_probabilities"])[0]
-                    versions.append((response.model_spec.version.value, tuple(probabilities.tolist())))
+                    outputs, version = client.predict(
+                        "babi", {"story": np.array([STORY], dtype=object),
+                                 "question": np.array(["Where is Mary?"], dtype=object)},
+                        signature="answer", return_version=True,
+                    )
+                    versions.append((version, tuple(outputs["top_probabilities"][0].tolist())))
                 except grpc.RpcError as error:
                     failures.append(f"{error.code()}: {error.details()}")
         finally:
