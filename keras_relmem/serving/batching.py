@@ -68,8 +68,8 @@ class Batcher:
     Example:
 
     ```python
-    batcher = Batcher(lambda inputs: servable.run("serving_default", inputs), 32, 0.002)
-    outputs = batcher.submit({"ids": ids})
+    batcher = Batcher(lambda checked: servable.call("serving_default", checked), 32, 0.002)
+    outputs = batcher.submit(servable.check_inputs("serving_default", {"ids": ids}))
     ```
     """
 

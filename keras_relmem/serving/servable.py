@@ -44,8 +44,10 @@ class Servable:
 
     ```python
     servable = Servable("babi", 1, "exports/babi/1")
-    outputs = servable.run("answer", {"story": np.array([[b"Mary went home."]]),
-                                      "question": np.array([b"Where is Mary?"])})
+    key, _ = servable.signature("answer")
+    checked = servable.check_inputs(key, {"story": np.array([[b"Mary went home."]]),
+                                          "question": np.array([b"Where is Mary?"])})
+    outputs = servable.call(key, checked)
     ```
     """
 
@@ -121,12 +123,6 @@ class Servable:
             raise ServingError(grpc.StatusCode.INTERNAL, f"{key}: {_first_line(error)}") from error
         names = output_filter or outputs.keys()
         return {alias: outputs[alias].numpy() for alias in names}
-
-    def run(self, signature_name, inputs, output_filter=(), exact_dtypes=True):
-        """Check the inputs and outputs asked for, then run a signature; `{alias: np.ndarray}`."""
-        key, _ = self.signature(signature_name)
-        self.check_outputs(key, output_filter)
-        return self.call(key, self.check_inputs(key, inputs, exact_dtypes), output_filter)
 
 
 def _first_line(error):
