@@ -130,6 +130,7 @@ class ModelServer:
 
     def __init__(self, configs, port=8500, rest_api_port=0, host="127.0.0.1", poll_seconds=1.0,
                  batching=None, max_request_bytes=64 << 20, max_threads=32):
+        self.host = host
         self.manager = ModelManager(configs, poll_seconds)
         self.core = ServingCore(self.manager, batching)
         self.health = health.HealthServicer()
@@ -174,8 +175,9 @@ class ModelServer:
         """Load the models (first poll), then open the ports."""
         self.manager.start()
         self._grpc.start()
-        log.info("gRPC API listening on port %d", self.port)
+        log.info("Running gRPC ModelServer at %s:%d ...", self.host, self.port)
         if self._rest is not None:
+            log.info("Exporting HTTP/REST API at %s:%d ...", self.host, self.rest_port)
             threading.Thread(target=self._rest.serve_forever, name="rest", daemon=True).start()
         return self
 
@@ -210,9 +212,6 @@ def main(argv=None):
         max_request_bytes=args.max_request_bytes, max_threads=args.grpc_max_threads,
     )
     server.start()
-    log.info("Running gRPC ModelServer at %s:%d ...", args.host, server.port)
-    if server.rest_port:
-        log.info("Exporting HTTP/REST API at %s:%d ...", args.host, server.rest_port)
     # The ports are printed on stdout too, so scripts and tests can pick up port 0's choice.
     print(f"SERVING grpc={server.port} rest={server.rest_port or 0}", flush=True)
     stopped = threading.Event()
@@ -223,7 +222,6 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, shutdown)
     signal.signal(signal.SIGINT, shutdown)
     stopped.wait()
-    log.info("Shutting down")
     server.stop()
     return 0
 
