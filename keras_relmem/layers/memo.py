@@ -227,6 +227,9 @@ class MEMO(keras.layers.Layer):
                           dtype=self.dtype_policy, name="halting_policy")
             if halting is not None else None
         )
+        if halting == "act":
+            # ACT has no REINFORCE baseline: the value head is unused.
+            self.policy.value.trainable = False
 
     def build(self, input_shape):
         facts_shape, query_shape = input_shape

@@ -2,16 +2,18 @@
 
 `MEMOClassifier` embeds facts and a query (word ids with a shared `Embedding`,
 or vectors with a shared linear map `W_c`), runs `keras_relmem.MEMO` and is
-trained by its own `train_step`: MEMO by Adam on the answers' cross-entropy,
-the halting network by RMSProp on the REINFORCE loss (or, with
-`halting="act"`, one optimizer on cross-entropy + ponder cost). Gradients
-never cross between the two under REINFORCE.
+trained by the standard `fit` of every Keras backend: MEMO by Adam on the
+answers' cross-entropy, the halting network by RMSProp on the REINFORCE loss
+(`compile` wraps both in a `SplitOptimizer`), or, with `halting="act"`, one
+optimizer on cross-entropy + ponder cost. Gradients never cross between the
+two under REINFORCE.
 """
 
 import keras
 from keras import ops
 
 from keras_relmem.layers.memo import MEMO, act_weights, reinforce_halting_loss, sample_halting
+from keras_relmem.optimizers import SplitOptimizer
 
 # Our defaults; the paper's appendix D searches over these (D.3).
 TRAINING_DEFAULTS = {
@@ -107,7 +109,6 @@ class MEMOClassifier(keras.Model):
             keras.layers.Embedding(max_time + 1, embedding_dim, name="time") if vocab_size and max_time else None
         )
         self.memo = MEMO(num_answers, seed=seed, name="memo", **memo_kwargs)
-        self.halting_optimizer = keras.optimizers.RMSprop(self.halting_learning_rate)
         self.sample_seed = keras.random.SeedGenerator(seed)
         self.loss_tracker = keras.metrics.Mean(name="loss")
         self.accuracy_tracker = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
@@ -158,6 +159,10 @@ class MEMOClassifier(keras.Model):
         return [items, question], mask
 
     def call(self, inputs, training=False, return_hops=False):
+        step = getattr(self, "_step_outputs", None)
+        if step == "train":
+            return self.training_outputs(inputs, training=training)
+        return_hops = return_hops or step == "test"
         embedded, mask = self.embed_inputs(inputs)
         logits, hops = self.memo(embedded, mask=mask, training=training)
         if return_hops:
@@ -166,16 +171,67 @@ class MEMOClassifier(keras.Model):
 
     # -- training ------------------------------------------------------------
     def policy_variables(self):
+        """The halting network's variables (trained by REINFORCE), or []."""
         if self.memo.policy is None or self.memo.halting == "act":
             return []
         return self.memo.policy.trainable_variables
 
-    def compute_losses(self, inputs, target, training=True):
-        """The losses of one batch (backend-agnostic; used by `train_step`)."""
-        if not self.built:
-            self.build({k: v.shape for k, v in inputs.items()})
+    def _is_policy_variable(self, variable):
+        return any(variable is v for v in self.policy_variables())
+
+    def compile(self, optimizer="adam", **kwargs):
+        """Compile with `optimizer` for MEMO and RMSProp for the halting network.
+
+        Under REINFORCE the optimizer is wrapped in a
+        `keras_relmem.optimizers.SplitOptimizer` that sends the halting
+        network's variables to `RMSprop(halting_learning_rate)` (the paper's
+        set-up), so the standard `fit` of every backend trains both.
+        `model.optimizer.learning_rate` is MEMO's;
+        `model.halting_optimizer` is the RMSProp.
+        """
+        optimizer = keras.optimizers.get(optimizer)
+        if self.memo.halting == "reinforce":
+            if not isinstance(optimizer, SplitOptimizer):
+                optimizer = SplitOptimizer(
+                    optimizer, keras.optimizers.RMSprop(self.halting_learning_rate)
+                )
+            optimizer.route = self._is_policy_variable
+        super().compile(optimizer=optimizer, **kwargs)
+
+    def compile_from_config(self, config):
+        # Keras skips compiling on load when `compile` is overridden; ours
+        # only adds the routing, so replay it as Keras' default would.
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
+
+    @property
+    def halting_optimizer(self):
+        """The halting network's optimizer (None unless compiled under REINFORCE)."""
+        optimizer = getattr(self, "optimizer", None)
+        return optimizer.second if isinstance(optimizer, SplitOptimizer) else None
+
+    def training_outputs(self, inputs, training=True):
+        """All hops unrolled, with the sampled halting hop under REINFORCE.
+
+        A dict of `answer_logits (b, N, A)` and, with a halting network,
+        `halt_logits` and `values (b, N)`, and `halt_hop (b,)` (REINFORCE).
+        What `compute_loss` needs; `fit` gets it as the model's output.
+        """
         embedded, mask = self.embed_inputs(inputs)
         out = self.memo.unrolled(embedded, mask=mask, training=training)
+        out = {k: v for k, v in out.items() if k in ("answer_logits", "halt_logits", "values")}
+        if self.memo.halting == "reinforce":
+            out["halt_hop"] = sample_halting(ops.stop_gradient(out["halt_logits"]), seed=self.sample_seed)
+        return out
+
+    def losses_from_outputs(self, out, target):
+        """The losses of one batch from `training_outputs` (backend-agnostic).
+
+        Returns a dict with `task` (MEMO's loss), `policy` (the halting
+        network's REINFORCE loss, under REINFORCE), `hops (b,)` and the
+        `logits (b, A)` the episode answered with.
+        """
         logits = out["answer_logits"]  # (b, N, A)
         n_hops = logits.shape[1]
         target = ops.cast(ops.reshape(target, (-1,)), "int32")
@@ -185,7 +241,7 @@ class MEMOClassifier(keras.Model):
         steps = ops.arange(1, n_hops + 1)[None, :]
         result = {}
         if self.memo.halting == "reinforce":
-            halt_hop = sample_halting(ops.stop_gradient(out["halt_logits"]), seed=self.sample_seed)
+            halt_hop = out["halt_hop"]
             upto = ops.cast(steps <= ops.expand_dims(halt_hop, -1), "float32")
             # The answer MLP learns at every hop the episode visited.
             task = ops.mean(ops.sum(per_hop_ce * upto, axis=1) / ops.sum(upto, axis=1))
@@ -208,56 +264,65 @@ class MEMOClassifier(keras.Model):
             result.update(task=task, hops=ops.full((ops.shape(target)[0],), float(n_hops)), logits=logits[:, -1])
         return result
 
-    def train_step(self, data):
-        import tensorflow as tf  # the training step is TensorFlow's
+    def compute_losses(self, inputs, target, training=True):
+        """`losses_from_outputs(training_outputs(inputs), target)`."""
+        if not self.built:
+            self.build({k: v.shape for k, v in inputs.items()})
+        return self.losses_from_outputs(self.training_outputs(inputs, training), target)
 
-        inputs, target = data[0], data[1]
-        with tf.GradientTape(persistent=True) as tape:
-            # First: on the first trace this also builds the model.
-            losses = self.compute_losses(inputs, target, training=True)
-            task_loss = losses["task"] + (ops.sum(self.losses) if self.losses else 0.0)
-        policy_vars = self.policy_variables()
-        if policy_vars and not self.halting_optimizer.built:
-            self.halting_optimizer.build(policy_vars)
-        policy_ids = {id(v) for v in policy_vars}
-        memo_vars = [v for v in self.trainable_variables if id(v) not in policy_ids]
-        grads = tape.gradient(task_loss, memo_vars)
-        # The main optimizer holds every trainable variable (as Keras builds it
-        # when a saved model is loaded); the halting network's get zero
-        # gradients there, which leaves them unchanged under Adam.
-        grads_by_id = {id(v): g for v, g in zip(memo_vars, grads)}
-        all_vars = self.trainable_variables
-        self.optimizer.apply(
-            [grads_by_id.get(id(v)) if grads_by_id.get(id(v)) is not None else tf.zeros_like(v) for v in all_vars],
-            all_vars,
-        )
-        if policy_vars:
-            policy_grads = tape.gradient(losses["policy"], policy_vars)
-            self.halting_optimizer.apply(policy_grads, policy_vars)
-            self.policy_tracker.update_state(losses["policy"])
-        del tape
-        self.loss_tracker.update_state(losses["task"])
-        self.accuracy_tracker.update_state(target, losses["logits"])
-        self.hops_tracker.update_state(losses["hops"])
-        return {m.name: m.result() for m in self.metrics}
+    # Keras' own train and test steps (one per backend) call the model, then
+    # `compute_loss` and `compute_metrics`. While they run, the model returns
+    # what those need instead of bare logits; a trace-time flag, so it also
+    # holds inside jitted (JAX, XLA) and tf.function steps.
+    def train_step(self, *args, **kwargs):
+        self._step_outputs = "train"
+        try:
+            return super().train_step(*args, **kwargs)
+        finally:
+            self._step_outputs = None
 
-    def test_step(self, data):
-        inputs, target = data[0], data[1]
-        out = self(inputs, training=False, return_hops=True)
-        loss = keras.losses.sparse_categorical_crossentropy(target, out["logits"], from_logits=True)
-        self.loss_tracker.update_state(ops.mean(loss))
-        self.accuracy_tracker.update_state(target, out["logits"])
-        self.hops_tracker.update_state(ops.cast(out["hops"], "float32"))
-        return {m.name: m.result() for m in self.metrics if m is not self.policy_tracker}
+    def test_step(self, *args, **kwargs):
+        self._step_outputs = "test"
+        try:
+            return super().test_step(*args, **kwargs)
+        finally:
+            self._step_outputs = None
 
-    def compile_from_config(self, config):
-        super().compile_from_config(config)
-        if self.built and self.policy_variables():
-            self.halting_optimizer.build(self.policy_variables())
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """MEMO's task loss plus, under REINFORCE, the halting network's loss.
+
+        No gradient crosses between the two (the halting network reads
+        stop-gradient distances; the task loss only sees the sampled hop), so
+        one gradient of the sum gives each part its own loss's gradient.
+        """
+        extra = ops.sum(self.losses) if self.losses else 0.0
+        if "answer_logits" in y_pred:
+            losses = self.losses_from_outputs(y_pred, y)
+            self.loss_tracker.update_state(losses["task"])
+            total = losses["task"] + extra
+            if "policy" in losses:
+                self.policy_tracker.update_state(losses["policy"])
+                total = total + losses["policy"]
+            return total
+        loss = ops.mean(keras.losses.sparse_categorical_crossentropy(y, y_pred["logits"], from_logits=True))
+        self.loss_tracker.update_state(loss)
+        return loss + extra
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        if "answer_logits" in y_pred:
+            losses = self.losses_from_outputs(y_pred, y)
+            logits, hops, metrics = losses["logits"], losses["hops"], self.metrics
+        else:
+            logits, hops = y_pred["logits"], ops.cast(y_pred["hops"], "float32")
+            metrics = [m for m in self.metrics if m is not self.policy_tracker]
+        self.accuracy_tracker.update_state(y, logits)
+        self.hops_tracker.update_state(hops)
+        return {m.name: m.result() for m in metrics}
 
     @property
     def metrics(self):
-        return [self.loss_tracker, self.accuracy_tracker, self.hops_tracker, self.policy_tracker]
+        trackers = [self.loss_tracker, self.accuracy_tracker, self.hops_tracker]
+        return trackers + ([self.policy_tracker] if self.memo.halting == "reinforce" else [])
 
     def get_config(self):
         return {
