@@ -3,7 +3,7 @@
 import keras
 import numpy as np
 from keras import ops
-from keras.layers import Dense, PReLU
+from keras.layers import PReLU
 
 from keras_relmem.layers import utils
 
@@ -60,8 +60,12 @@ class EntNetCell(keras.layers.Layer):
     Example:
 
     ```python
-    cell = keras_relmem.EntNetCell(num_blocks=20, units=100)
-    memory = keras.layers.RNN(cell)(encoded_story)  # (batch, 20 * 100)
+    >>> import keras, keras_relmem, numpy as np
+    >>> encoded_story = np.ones((2, 7, 100), "float32")  # 7 encoded sentences
+    >>> cell = keras_relmem.EntNetCell(num_blocks=20, units=100)
+    >>> tuple(keras.layers.RNN(cell)(encoded_story).shape)  # 20 blocks * 100
+    (2, 2000)
+
     ```
 
     Reference:
@@ -113,14 +117,7 @@ class EntNetCell(keras.layers.Layer):
         self.output_size = num_blocks * units
 
     def _linear(self, name):
-        return Dense(
-            self.units,
-            use_bias=False,
-            kernel_initializer=utils.clone_initializer(self.kernel_initializer),
-            kernel_regularizer=self.kernel_regularizer,
-            dtype=self.dtype_policy,
-            name=name,
-        )
+        return utils.dense(self, self.units, name, use_bias=False)
 
     def build(self, input_shape):
         if input_shape[-1] != self.units:
@@ -131,7 +128,7 @@ class EntNetCell(keras.layers.Layer):
         initializer = (
             keras.initializers.Constant(self.keys)
             if self.keys is not None
-            else utils.clone_initializer(self.keys_initializer)
+            else utils.clone_initializer(self.keys_initializer, "keys")
         )
         self.key_vectors = self.add_weight(
             shape=(self.num_blocks, self.units),
@@ -152,7 +149,7 @@ class EntNetCell(keras.layers.Layer):
         self.input_kernel = self._linear("W")
         self.input_kernel.build((input_shape[0], self.units))
         self.activation = PReLU(
-            alpha_initializer=utils.clone_initializer(self.alpha_initializer),
+            alpha_initializer=utils.clone_initializer(self.alpha_initializer, "prelu/alpha"),
             shared_axes=[1],
             dtype=self.dtype_policy,
             name="prelu",
@@ -232,9 +229,15 @@ class EntNetEncoder(keras.layers.Layer):
     Example:
 
     ```python
-    embed = keras.layers.Embedding(vocab_size, 100, mask_zero=True)
-    story = keras_relmem.EntNetEncoder()(embed(story_ids))   # (b, K, 100)
-    query = keras_relmem.EntNetEncoder()(embed(query_ids))   # (b, 100)
+    >>> import keras, keras_relmem, numpy as np
+    >>> story_ids = np.ones((2, 7, 5), "int32")  # 7 sentences of 5 words
+    >>> query_ids = np.ones((2, 4), "int32")
+    >>> embed = keras.layers.Embedding(30, 100, mask_zero=True)
+    >>> tuple(keras_relmem.EntNetEncoder()(embed(story_ids)).shape)
+    (2, 7, 100)
+    >>> tuple(keras_relmem.EntNetEncoder()(embed(query_ids)).shape)
+    (2, 100)
+
     ```
 
     Reference:
@@ -308,7 +311,13 @@ class EntNetReadout(keras.layers.Layer):
     Example:
 
     ```python
-    logits = keras_relmem.EntNetReadout(num_outputs=vocab_size)([memory, query])
+    >>> import keras_relmem, numpy as np
+    >>> memory = np.ones((2, 20 * 100), "float32")  # EntNetCell's final state
+    >>> query = np.ones((2, 100), "float32")
+    >>> logits = keras_relmem.EntNetReadout(num_outputs=30)([memory, query])
+    >>> tuple(logits.shape)
+    (2, 30)
+
     ```
 
     Reference:
@@ -334,14 +343,7 @@ class EntNetReadout(keras.layers.Layer):
         self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
 
     def _linear(self, units, name):
-        return Dense(
-            units,
-            use_bias=False,
-            kernel_initializer=utils.clone_initializer(self.kernel_initializer),
-            kernel_regularizer=self.kernel_regularizer,
-            dtype=self.dtype_policy,
-            name=name,
-        )
+        return utils.dense(self, units, name, use_bias=False)
 
     def build(self, input_shape):
         if not isinstance(input_shape, (list, tuple)) or len(input_shape) != 2:
@@ -360,7 +362,7 @@ class EntNetReadout(keras.layers.Layer):
         self.hidden_kernel = self._linear(units, "H")
         self.hidden_kernel.build((query_shape[0], units))
         self.activation = PReLU(
-            alpha_initializer=utils.clone_initializer(self.alpha_initializer),
+            alpha_initializer=utils.clone_initializer(self.alpha_initializer, "prelu/alpha"),
             dtype=self.dtype_policy,
             name="prelu",
         )

@@ -153,8 +153,15 @@ class MEMO(keras.layers.Layer):
     Example:
 
     ```python
-    memo = keras_relmem.MEMO(num_answers=2, num_heads=4, max_hops=5)
-    logits, hops = memo([facts, query])
+    >>> import keras_relmem, numpy as np
+    >>> facts = np.ones((3, 6, 4, 16), "float32")  # 6 facts of 4 words
+    >>> query = np.ones((3, 4, 16), "float32")
+    >>> memo = keras_relmem.MEMO(num_answers=2, num_heads=4, key_size=8,
+    ...                          max_hops=5)
+    >>> logits, hops = memo([facts, query])
+    >>> tuple(logits.shape), tuple(hops.shape)
+    ((3, 2), (3,))
+
     ```
 
     Reference: Banino et al., "MEMO: a deep network for flexible combination
@@ -211,10 +218,9 @@ class MEMO(keras.layers.Layer):
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.supports_masking = True
         size = num_heads * key_size
-        dense = lambda units, name, **kw: keras.layers.Dense(  # noqa: E731
-            units, kernel_initializer=utils.clone_initializer(self.kernel_initializer),
-            dtype=self.dtype_policy, name=name, **kw,
-        )
+        def dense(units, name, **kwargs):
+            return utils.dense(self, units, name, **kwargs)
+
         self.key_projection = dense(size, "keys", use_bias=False)
         self.value_projection = dense(size, "values", use_bias=False)
         self.query_projection = dense(size, "query0", use_bias=False)

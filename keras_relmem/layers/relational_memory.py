@@ -2,7 +2,7 @@
 
 import keras
 from keras import ops
-from keras.layers import Dense, LayerNormalization
+from keras.layers import LayerNormalization
 from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
 
 from keras_relmem.layers import utils
@@ -76,10 +76,13 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
     Example:
 
     ```python
-    cell = keras_relmem.RelationalMemoryCell(mem_slots=4, head_size=32,
-                                             num_heads=2)
-    rnn = keras.layers.RNN(cell)          # output: (batch, 4 * 64)
-    y = rnn(np.zeros((8, 10, 16), "float32"))
+    >>> import keras, keras_relmem, numpy as np
+    >>> cell = keras_relmem.RelationalMemoryCell(mem_slots=4, head_size=32,
+    ...                                          num_heads=2)
+    >>> rnn = keras.layers.RNN(cell)  # the final memory, flattened
+    >>> tuple(rnn(np.zeros((8, 10, 16), "float32")).shape)  # 4 slots * 64
+    (8, 256)
+
     ```
 
     Reference:
@@ -148,16 +151,7 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
 
     # -- sub-layers ---------------------------------------------------------
     def _dense(self, units, name, activation=None):
-        return Dense(
-            units,
-            activation=activation,
-            kernel_initializer=utils.clone_initializer(self.kernel_initializer),
-            bias_initializer=utils.clone_initializer(self.bias_initializer),
-            kernel_regularizer=self.kernel_regularizer,
-            bias_regularizer=self.bias_regularizer,
-            dtype=self.dtype_policy,
-            name=name,
-        )
+        return utils.dense(self, units, name, activation=activation)
 
     def _layer_norm(self, name):
         return LayerNormalization(
@@ -213,8 +207,16 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
 
         gate_size = self._gate_size()
         if gate_size:
+            # Sonnet's _create_gates flattens every projected input row into
+            # one vector before its Linear: the input gate sees all n rows.
+            rows = input_shape[1] if self.treat_input_as_matrix else 1
+            if rows is None:
+                raise ValueError(
+                    "With treat_input_as_matrix=True and gating, the number of "
+                    f"input rows must be known; received {tuple(input_shape)}."
+                )
             self.input_gate_projection = self._dense(2 * gate_size, "input_gates")
-            self.input_gate_projection.build(memory_shape)
+            self.input_gate_projection.build((input_shape[0], rows * self.mem_size))
             self.memory_gate_projection = self._dense(2 * gate_size, "memory_gates")
             self.memory_gate_projection.build(memory_shape)
         self.built = True
@@ -294,9 +296,9 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
             memory = self.mlp_norms[block](hidden + memory)
         return memory, attention
 
-    def _gates(self, input_rows, memory):
+    def _gates(self, flat_rows, memory):
         gates = utils.dense_on_rows(self.memory_gate_projection, ops.tanh(memory))
-        gates = gates + ops.expand_dims(self.input_gate_projection(input_rows), 1)
+        gates = gates + ops.expand_dims(self.input_gate_projection(flat_rows), 1)
         input_gate, forget_gate = ops.split(gates, 2, axis=-1)
         return (
             ops.sigmoid(input_gate + self.input_bias),
@@ -318,8 +320,9 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
             memory_plus_input, dropout_mask
         )
         if self.gate_style is not None:
-            # Sonnet gates on the first projected input row.
-            input_gate, forget_gate = self._gates(input_rows[:, 0, :], memory)
+            # Sonnet gates on all projected input rows, flattened.
+            flat_rows = ops.reshape(input_rows, (-1, input_rows.shape[1] * self.mem_size))
+            input_gate, forget_gate = self._gates(flat_rows, memory)
             next_memory = input_gate * ops.tanh(next_memory) + forget_gate * memory
         return next_memory, attention
 

@@ -1,6 +1,7 @@
-"""Small helpers shared by the layers: argument checks and initializer cloning."""
+"""Small helpers shared by the layers: argument checks, initializers, projections."""
 
 import math
+import zlib
 
 import keras
 
@@ -25,16 +26,63 @@ def prod(dims):
     return math.prod(dims)
 
 
-def clone_initializer(initializer):
-    """A fresh copy of `initializer`.
+def clone_initializer(initializer, salt=None):
+    """A fresh copy of `initializer` for one weight.
 
     Keras 3 initializers fix their seed when they are created, so one instance
     shared by several weights would give same-shaped weights identical values.
-    """
-    if isinstance(initializer, keras.initializers.Initializer):
-        return initializer.__class__.from_config(initializer.get_config())
-    return initializer
+    An unseeded initializer's copy draws its own seed. A seeded one's copy gets
+    a seed derived from the user's and `salt` (the weight's name): distinct
+    weights start different, and the same seed gives the same model each run.
 
+    Args:
+        initializer: a `keras.initializers.Initializer` (anything else, such
+            as a string or callable, is returned as it is).
+        salt: str naming the weight; required for seeded initializers to get
+            distinct streams.
+    """
+    if not isinstance(initializer, keras.initializers.Initializer):
+        return initializer
+    config = initializer.get_config()
+    if isinstance(config.get("seed"), int) and salt is not None:
+        config["seed"] = (config["seed"] + zlib.crc32(salt.encode())) % (2**31 - 1)
+    return initializer.__class__.from_config(config)
+
+
+def dense(owner, units, name, **kwargs):
+    """A `Dense` sub-layer of `owner` that follows its settings.
+
+    Every layer of the package builds its projections here, so each gets a
+    fresh copy of the owner's `kernel_initializer` (and `bias_initializer`),
+    its regularizers where it has them, and its dtype policy (mixed precision).
+
+    Args:
+        owner: the layer the projection belongs to.
+        units: output width.
+        name: the sub-layer's name (weights are `<owner>/<name>/kernel`).
+        **kwargs: other `keras.layers.Dense` arguments (`use_bias`,
+            `activation`, ...); they override the owner's.
+
+    Example:
+
+    >>> import keras
+    >>> owner = keras.layers.Dense(3, kernel_initializer="zeros")
+    >>> projection = dense(owner, 4, "projection", use_bias=False)
+    >>> projection.kernel_initializer.__class__.__name__, projection.use_bias
+    ('Zeros', False)
+    """
+    config = {
+        "kernel_initializer": clone_initializer(owner.kernel_initializer, f"{name}/kernel"),
+        "dtype": owner.dtype_policy,
+        "name": name,
+    }
+    if hasattr(owner, "bias_initializer"):
+        config["bias_initializer"] = clone_initializer(owner.bias_initializer, f"{name}/bias")
+    for attribute in ("kernel_regularizer", "bias_regularizer"):
+        if getattr(owner, attribute, None) is not None:
+            config[attribute] = getattr(owner, attribute)
+    config.update(kwargs)
+    return keras.layers.Dense(units, **config)
 
 
 def dense_on_rows(layer, x):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from keras_relmem import RelationalMemoryCell
-from tests.helpers import randomize_weights, weights_by_name
+from tests.helpers import assert_close, randomize_weights, weights_by_name
 
 BATCH, FEATURES, STEPS = 2, 5, 4
 
@@ -37,12 +37,22 @@ def np_initial_memory(slots, mem_size, batch):
     return memory
 
 
-def np_rmc_step(w, x, memory, cfg):
-    """One step of Sonnet's RelationalMemory written out in NumPy."""
+def np_rmc_step(w, x, memory, cfg, matrix=False):
+    """One step of Sonnet's RelationalMemory written out in NumPy.
+
+    Sonnet `relational_memory.py`, `_build`: a vector input is flattened and
+    projected to one row; with `treat_input_as_matrix` each of the n input
+    rows is projected (BatchApply Linear) and all n are appended, and
+    `_create_gates` flattens the n projected rows into one vector for the
+    input gates' Linear.
+    """
     heads, key, head = cfg["num_heads"], cfg["key_size"], cfg["head_size"]
     mem_size = heads * head
     batch, slots = memory.shape[:2]
-    x_row = np_linear(w, "input_projection", x.reshape(batch, -1))[:, None, :]
+    if matrix:
+        x_row = np_linear(w, "input_projection", x)  # (batch, n, mem_size)
+    else:
+        x_row = np_linear(w, "input_projection", x.reshape(batch, -1))[:, None, :]
     m = np.concatenate([memory, x_row], axis=1)
     rows = m.shape[1]
     for b in range(cfg["num_blocks"]):
@@ -71,8 +81,8 @@ def np_rmc_step(w, x, memory, cfg):
     if cfg["gate_style"] is None:
         return candidate
     gates = np_linear(w, "memory_gates", np.tanh(memory)) + np_linear(
-        w, "input_gates", x_row
-    )
+        w, "input_gates", x_row.reshape(batch, -1)
+    )[:, None, :]
     half = gates.shape[-1] // 2
     i_gate = np_sigmoid(gates[..., :half] + cfg["input_bias"])
     f_gate = np_sigmoid(gates[..., half:] + cfg["forget_bias"])
@@ -87,7 +97,7 @@ CONFIGS = [
 ]
 
 
-def make_cell(gate_style="unit", num_blocks=1, **overrides):
+def make_cell(gate_style="unit", num_blocks=1, build=True, **overrides):
     cfg = dict(
         mem_slots=3,
         head_size=4,
@@ -101,8 +111,9 @@ def make_cell(gate_style="unit", num_blocks=1, **overrides):
     )
     cfg.update(overrides)
     cell = RelationalMemoryCell(**cfg)
-    cell.build((None, FEATURES))
-    randomize_weights(cell)
+    if build:
+        cell.build((None, FEATURES))
+        randomize_weights(cell)
     return cell, cfg
 
 
@@ -120,8 +131,8 @@ def test_one_step_matches_numpy(overrides):
     memory = np.random.default_rng(2).normal(size=(BATCH, 3, 8)).astype("float32")
     flat, states = cell(x, [memory.reshape(BATCH, -1)])
     expected = np_rmc_step(weights_by_name(cell), x, memory, cfg)
-    np.testing.assert_allclose(flat, expected.reshape(BATCH, -1), atol=1e-5)
-    np.testing.assert_allclose(states[0], flat)
+    assert_close(flat, expected.reshape(BATCH, -1), atol=1e-5)
+    assert_close(states[0], flat)
 
 
 @pytest.mark.parametrize("overrides", CONFIGS, ids=lambda c: f"{c}")
@@ -133,7 +144,7 @@ def test_sequence_in_rnn_matches_numpy(overrides):
     memory = np_initial_memory(3, 8, BATCH)
     for t in range(STEPS):
         memory = np_rmc_step(w, xs[:, t], memory, cfg)
-        np.testing.assert_allclose(
+        assert_close(
             outputs[:, t], memory.reshape(BATCH, -1), atol=2e-5
         )
 
@@ -146,37 +157,34 @@ def test_initial_memory_is_padded_or_truncated_identity(slots, head_size, heads)
     np.testing.assert_array_equal(state, expected)
 
 
-def test_matrix_input_appends_one_row_per_input_row():
-    cell = RelationalMemoryCell(
-        mem_slots=2, head_size=4, treat_input_as_matrix=True, gate_style=None
-    )
+@pytest.mark.parametrize("gate_style", ["unit", "memory", None])
+def test_matrix_input_appends_one_row_per_input_row(gate_style):
+    cell, cfg = make_cell(gate_style, num_blocks=2, treat_input_as_matrix=True, build=False)
     cell.build((None, 3, FEATURES))
     randomize_weights(cell)
+    if gate_style is not None:  # the input gates read all 3 rows: (3 * mem_size, 2 * gate)
+        assert tuple(cell.input_gate_projection.kernel.shape)[0] == 3 * 8
     x = np.random.default_rng(0).normal(size=(BATCH, 3, FEATURES)).astype("float32")
-    memory = cell.get_initial_state(BATCH)[0]
-    memory = keras.ops.reshape(memory, (BATCH, 2, 4))
-    _, attention = cell.step(x, memory)
-    assert attention[0].shape == (BATCH, 1, 2, 5)  # slots attend to slots + rows
-    # Changing one input row changes the memory: every row is attended.
-    x2 = x.copy()
-    x2[:, 2] += 1.0
-    a, _ = cell.step(x, memory)
-    b, _ = cell.step(x2, memory)
-    assert np.abs(np.asarray(a) - np.asarray(b)).max() > 1e-3
+    memory = np.random.default_rng(2).normal(size=(BATCH, 3, 8)).astype("float32")
+    next_memory, attention = cell.step(x, memory)
+    # The last block: 3 slots attend to 3 slots + 3 input rows.
+    assert tuple(attention[-1].shape) == (BATCH, 2, 3, 6)
+    expected = np_rmc_step(weights_by_name(cell), x, memory, cfg, matrix=True)
+    assert_close(next_memory, expected, atol=1e-5)
 
 
 def test_attention_dropout_only_in_training():
     cell, _ = make_cell(dropout=0.5, seed=3)
     rnn = keras.layers.RNN(cell, return_sequences=True)
     xs = sequence()
-    inference = np.asarray(rnn(xs))
+    inference = keras.ops.convert_to_numpy(rnn(xs))
     cell_no_drop, _ = make_cell()
-    reference = np.asarray(keras.layers.RNN(cell_no_drop, return_sequences=True)(xs))
-    np.testing.assert_allclose(inference, reference, atol=1e-6)
-    trained = np.asarray(rnn(xs, training=True))
+    reference = keras.ops.convert_to_numpy(keras.layers.RNN(cell_no_drop, return_sequences=True)(xs))
+    assert_close(inference, reference, atol=1e-6)
+    trained = keras.ops.convert_to_numpy(rnn(xs, training=True))
     assert np.abs(trained - reference).max() > 1e-3
     # The mask is shaped like the attention weights and rescales kept ones.
-    mask = np.asarray(cell.get_dropout_mask(xs[:, 0]))
+    mask = keras.ops.convert_to_numpy(cell.get_dropout_mask(xs[:, 0]))
     cell.reset_dropout_mask()
     assert mask.shape == (BATCH, 2, 4, 4)
     assert set(np.unique(mask)) <= {0.0, 2.0}
