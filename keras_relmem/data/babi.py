@@ -43,10 +43,9 @@ SPLITS = ("train", "test")
 ARCHIVE_DIR = "tasks_1-20_v1-2"
 
 # Memory windows: 70 sentences (EntNet paper), 130 for task 3 whose stories
-# are longer, 320 for MEMO's joint set-up.
+# are longer.
 DEFAULT_MEMORY_SIZE = 70
 TASK3_MEMORY_SIZE = 130
-MEMO_JOINT_MEMORY_SIZE = 320
 
 _PUNCTUATION = re.compile(r"[^\w\s]")
 
@@ -380,7 +379,7 @@ def load_babi(
         data_dir: local copy (see `BabiFiles`); default `$KERAS_RELMEM_DATA`,
             downloading only when neither is given.
         memory_size: sentences kept per story (default 70, 130 with task 3;
-            use `MEMO_JOINT_MEMORY_SIZE` = 320 for MEMO's joint set-up).
+            MEMO's joint set-up keeps 320).
         validation_split: fraction of each task's training questions held out
             (default 0.1).
         seed: int seed of the validation split.

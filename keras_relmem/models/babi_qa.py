@@ -6,10 +6,7 @@ Every model takes `{"story": (batch, K, S), "query": (batch, Q)}` word ids
 
 import keras
 
-from keras_relmem.layers import EntNetCell, EntNetEncoder, EntNetReadout
-from keras_relmem.layers import RelationalMemoryCell
-
-MODELS = ("entnet", "rmc", "lstm", "memo")
+from keras_relmem.layers import EntNetCell, EntNetEncoder, EntNetReadout, RelationalMemoryCell
 
 # Defaults per model (the EntNet paper's bAbI set-up: 20 blocks, d = 100).
 DEFAULTS = {
@@ -101,10 +98,17 @@ def build_babi_model(
     Example:
 
     ```python
-    model = build_babi_model("entnet", len(data.vocab), len(data.answer_vocab),
-                             data.story_length, data.sentence_length,
-                             data.query_length)
+    >>> model = build_babi_model("entnet", vocab_size=40, num_answers=10,
+    ...                          story_length=70, sentence_length=8,
+    ...                          query_length=5)
+    >>> model.name, tuple(model.output.shape)
+    ('babi_entnet', (None, 10))
+
     ```
+
+    With a `BabiData` the sizes come from the data:
+    `build_babi_model("entnet", len(data.vocab), len(data.answer_vocab),
+    data.story_length, data.sentence_length, data.query_length)`.
     """
     config = model_defaults(model)
     unknown = set(hparams) - set(config)

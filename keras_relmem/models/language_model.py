@@ -5,8 +5,6 @@ from keras import ops
 
 from keras_relmem.models.babi_qa import rmc_from_config
 
-MODELS = ("rmc", "lstm")
-
 # The RMC defaults are the PyTorch RMC port's PTB configuration (the RMC
 # paper's LM set-up scaled to a CPU: one memory slot with a large head); the
 # LSTM baseline has a similar number of parameters.
@@ -27,54 +25,73 @@ DEFAULTS = {
 
 
 @keras.saving.register_keras_serializable(package="keras_relmem")
-class ReversibleEmbedding(keras.layers.Embedding):
-    """An embedding that also maps vectors back to vocabulary logits (weight tying).
+class ReversibleEmbedding(keras.layers.ReversibleEmbedding):
+    """Keras' `ReversibleEmbedding` plus the output bias of a tied softmax.
 
-    `layer(ids)` embeds; `layer(h, reverse=True)` returns `h E^T + b`. Using one
-    layer for both keeps the tie through `get_config` and `.keras` saving.
+    `layer(ids)` embeds; `layer(h, reverse=True)` returns `h E^T + b`. Keras'
+    layer gives `h E^T` only; a tied language model's softmax keeps its own
+    per-word bias (Press & Wolf; the PyTorch word-LM example's decoder), which
+    lets frequent words be likely without stretching their embeddings. With
+    `use_bias=False` this is exactly `keras.layers.ReversibleEmbedding`.
+
+    Files saved before this class built on Keras' load unchanged: the weights
+    are stored in the same order (embeddings, then the bias).
 
     Args:
-        input_dim, output_dim, **kwargs: as for `keras.layers.Embedding`.
+        input_dim, output_dim: vocabulary size and embedding width.
+        use_bias: bool, add a trainable `(input_dim,)` bias to reverse logits.
+        **kwargs: as for `keras.layers.ReversibleEmbedding` (`tie_weights`,
+            `reverse_dtype`, ...). `logit_soft_cap` is refused with a bias,
+            whose logits would no longer be capped.
+
+    Example:
+
+    >>> import numpy as np
+    >>> layer = ReversibleEmbedding(10, 4)
+    >>> vectors = layer(np.array([[1, 2, 3]]))
+    >>> tuple(layer(vectors, reverse=True).shape)
+    (1, 3, 10)
 
     Reference: Press & Wolf, "Using the output embedding to improve language
     models", EACL 2017; Inan et al., ICLR 2017.
     """
 
+    def __init__(self, input_dim, output_dim, use_bias=True, **kwargs):
+        if use_bias and kwargs.get("logit_soft_cap") is not None:
+            raise ValueError(
+                "ReversibleEmbedding: logit_soft_cap needs use_bias=False "
+                "(a bias added after the cap would undo it)."
+            )
+        super().__init__(input_dim, output_dim, **kwargs)
+        self.use_bias = use_bias
+
     def build(self, input_shape=None):
         super().build(input_shape)
-        self.reverse_bias = self.add_weight(
-            shape=(self.input_dim,), initializer="zeros", name="reverse_bias"
-        )
+        if self.use_bias:
+            self.reverse_bias = self.add_weight(
+                shape=(self.input_dim,), initializer="zeros", name="reverse_bias"
+            )
 
     def call(self, inputs, reverse=False):
-        if not reverse:
-            return super().call(inputs)
-        matrix = ops.cast(self.embeddings, inputs.dtype)
-        return ops.matmul(inputs, ops.transpose(matrix)) + ops.cast(self.reverse_bias, inputs.dtype)
+        outputs = super().call(inputs, reverse=reverse)
+        if reverse and self.use_bias:
+            outputs = outputs + ops.cast(self.reverse_bias, outputs.dtype)
+        return outputs
 
-    def compute_mask(self, inputs, mask=None):
-        return None
+    @property
+    def variable_serialization_spec(self):
+        spec = super().variable_serialization_spec
+        if self.use_bias:
+            spec = {mode: names + ["reverse_bias"] for mode, names in spec.items()}
+        return spec
 
-    # keras' Embedding saves only its matrix; save every weight, in order.
-    def save_own_variables(self, store):
-        keras.layers.Layer.save_own_variables(self, store)
-
-    def load_own_variables(self, store):
-        keras.layers.Layer.load_own_variables(self, store)
-
-    def compute_output_shape(self, input_shape, reverse=False):
-        if reverse:
-            return tuple(input_shape[:-1]) + (self.input_dim,)
-        return super().compute_output_shape(input_shape)
-
-    def compute_output_spec(self, inputs, reverse=False):
-        shape = self.compute_output_shape(inputs.shape, reverse=reverse)
-        return keras.KerasTensor(shape, dtype=self.compute_dtype)
+    def get_config(self):
+        return {**super().get_config(), "use_bias": self.use_bias}
 
 
 def lm_defaults(model):
     if model not in DEFAULTS:
-        raise ValueError(f"model must be one of {MODELS}; received {model!r}.")
+        raise ValueError(f"model must be one of {sorted(DEFAULTS)}; received {model!r}.")
     return dict(DEFAULTS[model])
 
 
@@ -104,7 +121,10 @@ def build_language_model(
     Example:
 
     ```python
-    model = build_language_model("rmc", 10000, batch_size=64, stateful=True)
+    >>> model = build_language_model("rmc", 10000, batch_size=64, stateful=True)
+    >>> tuple(model.output.shape)
+    (64, None, 10000)
+
     ```
     """
     config = lm_defaults(model)

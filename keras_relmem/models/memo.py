@@ -66,9 +66,18 @@ class MEMOClassifier(keras.Model):
     Example:
 
     ```python
-    model = MEMOClassifier(num_answers=2, max_hops=5)
-    model.compile(keras.optimizers.Adam(1e-3))
-    model.fit({"facts": memory, "query": query}, target)
+    >>> import keras, numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> facts = rng.integers(1, 20, size=(8, 6, 4))  # word ids, 0 = padding
+    >>> query = rng.integers(1, 20, size=(8, 3))
+    >>> target = rng.integers(0, 2, size=(8,))
+    >>> model = MEMOClassifier(num_answers=2, vocab_size=20, embedding_dim=16,
+    ...                        key_size=8, max_hops=5)
+    >>> model.compile(keras.optimizers.Adam(1e-3))
+    >>> history = model.fit({"facts": facts, "query": query}, target, verbose=0)
+    >>> sorted(history.history)
+    ['accuracy', 'halting_loss', 'hops', 'loss']
+
     ```
 
     Reference: Banino et al., arXiv:2001.10913 (§2.3, appendix D).

@@ -11,7 +11,6 @@ from tensorflow.python.saved_model import loader_impl
 
 from keras_relmem.serving.errors import ServingError, invalid
 
-PREDICT_METHOD = "tensorflow/serving/predict"
 CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
 
