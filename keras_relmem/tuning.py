@@ -12,8 +12,7 @@ learning rate. Distributed tuning is KerasTuner's own: set
 import keras
 import keras_tuner as kt
 
-from keras_relmem.models import build_babi_model
-from keras_relmem.models import language_model
+from keras_relmem.models import build_babi_model, language_model
 
 TUNERS = ("random", "bayesian", "hyperband")
 
@@ -23,21 +22,21 @@ def babi_search_space(hp, model):
     if model == "entnet":
         return (
             {
-                "num_blocks": hp.Choice("num_blocks", [10, 20]),
-                "embedding_dim": hp.Choice("embedding_dim", [50, 100]),
+                "num_blocks": hp.Choice("num_blocks", [10, 20], default=20),
+                "embedding_dim": hp.Choice("embedding_dim", [50, 100], default=100),
             },
             hp.Choice("learning_rate", [0.1, 0.01, 0.001], default=0.01),
         )
     if model == "rmc":
         return (
             {
-                "mem_slots": hp.Choice("mem_slots", [1, 2, 4]),
-                "num_heads": hp.Choice("num_heads", [1, 2, 4]),
-                "head_size": hp.Choice("head_size", [16, 32, 64]),
-                "num_blocks": hp.Choice("num_blocks", [1, 2]),
-                "gate_style": hp.Choice("gate_style", ["unit", "memory"]),
+                "mem_slots": hp.Choice("mem_slots", [1, 2, 4], default=4),
+                "num_heads": hp.Choice("num_heads", [1, 2, 4], default=2),
+                "head_size": hp.Choice("head_size", [16, 32, 64], default=32),
+                "num_blocks": hp.Choice("num_blocks", [1, 2], default=1),
+                "gate_style": hp.Choice("gate_style", ["unit", "memory"], default="unit"),
             },
-            hp.Choice("learning_rate", [1e-3, 3e-4]),
+            hp.Choice("learning_rate", [1e-3, 3e-4], default=1e-3),
         )
     if model == "memo":
         return (
@@ -54,8 +53,8 @@ def babi_search_space(hp, model):
         )
     if model == "lstm":
         return (
-            {"embedding_dim": hp.Choice("embedding_dim", [32, 64])},
-            hp.Choice("learning_rate", [1e-3, 3e-3]),
+            {"embedding_dim": hp.Choice("embedding_dim", [32, 64], default=64)},
+            hp.Choice("learning_rate", [1e-3, 3e-3], default=1e-3),
         )
     raise ValueError(f"No search space for model {model!r}.")
 

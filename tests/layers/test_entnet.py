@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from keras_relmem import EntNetCell, EntNetEncoder, EntNetReadout
-from tests.helpers import randomize_weights, weights_by_name
+from tests.helpers import assert_close, randomize_weights, weights_by_name
 
 BATCH, BLOCKS, UNITS, STEPS = 2, 3, 4, 5
 
@@ -52,8 +52,8 @@ def test_one_step_matches_numpy():
     h = np.random.default_rng(3).normal(size=(BATCH, BLOCKS, UNITS)).astype("float32")
     flat, states = cell(s, [h.reshape(BATCH, -1)])
     expected = np_entnet_step(weights_by_name(cell), s, h)
-    np.testing.assert_allclose(flat, expected.reshape(BATCH, -1), atol=1e-5)
-    np.testing.assert_allclose(states[0], flat)
+    assert_close(flat, expected.reshape(BATCH, -1), atol=1e-5)
+    assert_close(states[0], flat)
 
 
 def test_sequence_starts_at_keys_and_matches_numpy():
@@ -64,17 +64,17 @@ def test_sequence_starts_at_keys_and_matches_numpy():
     h = np.broadcast_to(w["keys"], (BATCH, BLOCKS, UNITS)).copy()
     for t in range(STEPS):
         h = np_entnet_step(w, xs[:, t], h)
-        np.testing.assert_allclose(outputs[:, t], h.reshape(BATCH, -1), atol=2e-5)
+        assert_close(outputs[:, t], h.reshape(BATCH, -1), atol=2e-5)
     # Every block ends with unit norm (the "forgetting" normalisation).
-    norms = np.linalg.norm(np.asarray(outputs).reshape(BATCH, STEPS, BLOCKS, UNITS), axis=-1)
-    np.testing.assert_allclose(norms, 1.0, atol=1e-5)
+    norms = np.linalg.norm(keras.ops.convert_to_numpy(outputs).reshape(BATCH, STEPS, BLOCKS, UNITS), axis=-1)
+    assert_close(norms, 1.0, atol=1e-5)
 
 
 def test_initial_state_is_the_keys():
     keys = np.arange(BLOCKS * UNITS, dtype="float32").reshape(BLOCKS, UNITS)
     cell = EntNetCell(num_blocks=BLOCKS, units=UNITS, keys=keys, trainable_keys=False)
     cell.build((None, UNITS))
-    state = np.asarray(cell.get_initial_state(batch_size=2)[0])
+    state = keras.ops.convert_to_numpy(cell.get_initial_state(batch_size=2)[0])
     np.testing.assert_array_equal(state, np.tile(keys.reshape(1, -1), (2, 1)))
     assert not cell.key_vectors.trainable
 
@@ -90,7 +90,8 @@ def test_zero_norm_is_guarded():
     )
     cell.build((None, UNITS))
     out, _ = cell(np.zeros((1, UNITS), "float32"), [np.zeros((1, UNITS), "float32")])
-    assert np.all(np.isfinite(out)) and np.all(np.asarray(out) == 0.0)
+    out = keras.ops.convert_to_numpy(out)
+    assert np.all(np.isfinite(out)) and np.all(out == 0.0)
 
 
 def test_masked_steps_leave_memory_untouched():
@@ -98,10 +99,10 @@ def test_masked_steps_leave_memory_untouched():
     xs = sentences()
     mask = np.array([[1, 1, 0, 1, 0], [1, 0, 0, 0, 0]], dtype=bool)
     rnn = keras.layers.RNN(cell)
-    masked = np.asarray(rnn(xs, mask=mask))
+    masked = keras.ops.convert_to_numpy(rnn(xs, mask=mask))
     for b in range(BATCH):
         kept = xs[b : b + 1, mask[b]]
-        np.testing.assert_allclose(masked[b], np.asarray(rnn(kept))[0], atol=1e-5)
+        assert_close(masked[b], keras.ops.convert_to_numpy(rnn(kept))[0], atol=1e-5)
 
 
 def test_encoder_positional_mask_matches_numpy_and_masks_padding():
@@ -109,23 +110,32 @@ def test_encoder_positional_mask_matches_numpy_and_masks_padding():
     emb = np.random.default_rng(0).normal(size=(BATCH, 3, 4, UNITS)).astype("float32")
     enc.build(emb.shape)
     # Starts as a bag of words.
-    np.testing.assert_allclose(enc(emb), emb.sum(axis=2), atol=1e-5)
+    assert_close(enc(emb), emb.sum(axis=2), atol=1e-5)
     randomize_weights(enc)
-    f = np.asarray(enc.positional_mask)
-    np.testing.assert_allclose(enc(emb), (emb * f).sum(axis=2), atol=1e-5)
+    f = keras.ops.convert_to_numpy(enc.positional_mask)
+    assert_close(enc(emb), (emb * f).sum(axis=2), atol=1e-5)
     word_mask = np.ones((BATCH, 3, 4), bool)
     word_mask[:, :, 3] = False  # padded last word
     word_mask[0, 2] = False  # a fully padded sentence
     out = enc(emb, mask=word_mask)
-    np.testing.assert_allclose(out, (emb * f * word_mask[..., None]).sum(axis=2), atol=1e-5)
-    sentence_mask = np.asarray(enc.compute_mask(emb, word_mask))
+    assert_close(out, (emb * f * word_mask[..., None]).sum(axis=2), atol=1e-5)
+    sentence_mask = keras.ops.convert_to_numpy(enc.compute_mask(emb, word_mask))
     np.testing.assert_array_equal(sentence_mask, [[True, True, False], [True, True, True]])
 
 
 def test_encoder_works_on_queries():
+    """A query is one sentence: q = sum_i f_i * e_i (Henaff et al. §2.1, the same encoder)."""
     enc = EntNetEncoder()
-    q = np.ones((BATCH, 6, UNITS), "float32")
-    assert enc(q).shape == (BATCH, UNITS)
+    q = np.random.default_rng(2).normal(size=(BATCH, 6, UNITS)).astype("float32")
+    enc.build(q.shape)
+    randomize_weights(enc, seed=3)
+    f = keras.ops.convert_to_numpy(enc.positional_mask)
+    assert f.shape == (6, UNITS)
+    assert_close(enc(q), np.einsum("bwd,wd->bd", q, f), atol=1e-5)
+    word_mask = np.ones((BATCH, 6), bool)
+    word_mask[0, 4:] = False  # a shorter question
+    expected = np.einsum("bwd,wd->bd", q * word_mask[..., None], f)
+    assert_close(enc(q, mask=word_mask), expected, atol=1e-5)
 
 
 def test_readout_matches_numpy():
@@ -135,7 +145,7 @@ def test_readout_matches_numpy():
     readout.build([memory.shape, query.shape])
     randomize_weights(readout)
     w = weights_by_name(readout)
-    logits = np.asarray(readout([memory, query]))
+    logits = keras.ops.convert_to_numpy(readout([memory, query]))
     h = memory.reshape(BATCH, BLOCKS, UNITS)
     expected = np.empty((BATCH, 7))
     for b in range(BATCH):
@@ -144,10 +154,10 @@ def test_readout_matches_numpy():
         p /= p.sum()
         u = (p[:, None] * h[b]).sum(0)
         expected[b] = np_prelu(query[b] + u @ w["H/kernel"], w["prelu/alpha"]) @ w["R/kernel"]
-    np.testing.assert_allclose(logits, expected, atol=1e-5)
+    assert_close(logits, expected, atol=1e-5)
     # The attention weights are a distribution over blocks.
-    p = np.asarray(readout.attention(memory, query))
-    np.testing.assert_allclose(p.sum(-1), 1.0, atol=1e-6)
+    p = keras.ops.convert_to_numpy(readout.attention(memory, query))
+    assert_close(p.sum(-1), 1.0, atol=1e-6)
 
 
 @pytest.mark.parametrize(

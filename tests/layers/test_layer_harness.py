@@ -7,7 +7,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_relmem import EntNetCell, EntNetEncoder, EntNetReadout, MEMO, RelationalMemoryCell
+from keras_relmem import MEMO, EntNetCell, EntNetEncoder, EntNetReadout, RelationalMemoryCell
 from keras_relmem.layers import HaltingPolicy
 from tests.harness import run_layer_test
 

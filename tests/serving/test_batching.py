@@ -11,7 +11,6 @@ from keras_relmem.serving.batching import Batcher, parse_batching_parameters
 from keras_relmem.serving.client import ServingClient
 from keras_relmem.serving.errors import ServingError
 from keras_relmem.serving.server import ModelServer
-
 from tests.serving.conftest import configs_for
 
 
@@ -54,6 +53,8 @@ def test_a_bad_request_in_a_batch_fails_alone():
     with pytest.raises(ServingError, match="negative"):
         futures[1].result()
     np.testing.assert_array_equal(futures[2].result()["y"], [[6, 6]])
+    # The three were merged into one batch, which failed; then each ran alone.
+    assert model.calls == [3, 1, 1, 1]
 
 
 def test_different_shapes_are_never_merged():
@@ -67,8 +68,14 @@ def test_different_shapes_are_never_merged():
 
 
 def test_batching_parameters_file_format():
-    text = "max_batch_size { value: 16 }\nbatch_timeout_micros { value: 500 }  # comment\nnum_batch_threads { value: 4 }"
-    assert parse_batching_parameters(text) == {"max_batch_size": 16, "batch_timeout_micros": 500, "num_batch_threads": 4}
+    text = (
+        "max_batch_size { value: 16 }\nbatch_timeout_micros { value: 500 }  # comment\nnum_batch_threads { value: 4 }"
+    )
+    assert parse_batching_parameters(text) == {
+        "max_batch_size": 16,
+        "batch_timeout_micros": 500,
+        "num_batch_threads": 4,
+    }
     with pytest.raises(ValueError, match="cannot read .max_batch_size:16"):
         parse_batching_parameters("max_batch_size: 16")
 

@@ -11,6 +11,8 @@ import keras_tuner as kt
 import pytest
 
 from keras_relmem import tuning
+from keras_relmem.models import babi_qa
+from keras_relmem.tasks import babi as babi_task
 from keras_relmem.tasks import search
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -36,17 +38,36 @@ def test_search_continues_without_overwrite(tmp_path):
     assert fresh["completed_trials"] == 1
 
 
-@pytest.mark.parametrize("model,expected", [
-    ("rmc", {"mem_slots", "num_heads", "head_size", "num_blocks", "gate_style", "learning_rate"}),
-    ("memo", {"max_hops", "num_heads", "gamma", "alpha", "beta", "bias_init", "halting_learning_rate", "learning_rate"}),
-])
-def test_search_spaces_follow_the_papers(model, expected):
+@pytest.mark.parametrize(
+    "model,expected",
+    [
+        ("entnet", {"num_blocks", "embedding_dim", "learning_rate"}),
+        ("rmc", {"mem_slots", "num_heads", "head_size", "num_blocks", "gate_style", "learning_rate"}),
+        (
+            "memo",
+            {"max_hops", "num_heads", "gamma", "alpha", "beta", "bias_init", "halting_learning_rate", "learning_rate"},
+        ),
+        ("lstm", {"embedding_dim", "learning_rate"}),
+    ],
+)
+def test_search_spaces_start_at_the_papers_settings(model, expected):
+    """Each space holds the model's published set-up, and starts there.
+
+    The defaults a search starts from (and keeps for a hyper-parameter it does
+    not tune) are the models' own defaults (`babi_qa.DEFAULTS`: EntNet 20
+    blocks of d = 100, Henaff et al. §4.2; MEMO's appendix D) and the task
+    recipe's learning rate (EntNet 0.01, Henaff et al. §4.2).
+    """
     hp = kt.HyperParameters()
-    kwargs, _ = tuning.babi_search_space(hp, model)
-    assert set(hp.values) == expected
-    hp_entnet = kt.HyperParameters()
-    tuning.babi_search_space(hp_entnet, "entnet")
-    assert hp_entnet._hps["learning_rate"][0].values == [0.1, 0.01, 0.001]
+    kwargs, learning_rate = tuning.babi_search_space(hp, model)
+    space = {p.name: p for p in hp.space}
+    assert set(space) == expected
+    defaults = babi_qa.model_defaults(model)
+    for name, value in kwargs.items():
+        assert value == defaults[name], name
+        assert defaults[name] in space[name].values, name
+    assert learning_rate == babi_task.RECIPES[model]["learning_rate"]
+    assert learning_rate in space["learning_rate"].values
 
 
 def test_bad_arguments(tmp_path, capsys):
@@ -68,7 +89,9 @@ def test_distributed_chief_and_two_workers(tmp_path):
     for tuner_id in ("chief", "tuner0", "tuner1"):
         env = dict(os.environ, KERASTUNER_TUNER_ID=tuner_id, KERASTUNER_ORACLE_IP="127.0.0.1",
                    KERASTUNER_ORACLE_PORT=str(port))
-        procs[tuner_id] = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        procs[tuner_id] = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
     outputs = {k: p.communicate(timeout=600)[0] for k, p in procs.items()}
     for tuner_id, proc in procs.items():
         assert proc.returncode == 0, outputs[tuner_id][-3000:]
