@@ -11,7 +11,8 @@ VERSION = re.search(
 ).group(1)
 
 EXTRAS = {
-    "test": ["pytest>=7", "pytest-timeout>=2"],
+    # jax: the layer and model tests also run on Keras' JAX backend (CPU wheel).
+    "test": ["pytest>=7", "pytest-timeout>=2", "jax>=0.4.30", "ruff>=0.5"],
     "serving": ["tensorflow-serving-api>=2.21", "grpcio-health-checking>=1.60"],
     "tuning": ["keras-tuner>=1.4"],
     "viz": ["matplotlib>=3.7"],

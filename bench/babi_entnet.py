@@ -87,7 +87,10 @@ def main():
     print(f"{'task':>4}  {'name':24s} {'data':7s} {'epochs':>6s} {'error %':>8s} {'paper %':>8s}")
     for r in rows:
         paper = "" if r["paper_error"] is None else f"{r['paper_error']:.1f}"
-        print(f"{r['task']:>4}  {TASK_NAMES[r['task']]:24s} {r['data']:7s} {r['epochs']:>6d} {r['error']:8.1f} {paper:>8s}")
+        print(
+            f"{r['task']:>4}  {TASK_NAMES[r['task']]:24s} {r['data']:7s} {r['epochs']:>6d} "
+            f"{r['error']:8.1f} {paper:>8s}"
+        )
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(rows, handle, indent=2)

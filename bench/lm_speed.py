@@ -13,14 +13,14 @@ Usage:
 
 import argparse
 import os
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+from timing import seconds_per_step  # noqa: E402  (bench/timing.py)
 
 from keras_relmem.models.language_model import build_language_model  # noqa: E402
-
-from timing import seconds_per_step  # noqa: E402  (bench/timing.py)
 
 
 def plain_lstm(vocab, batch, bptt, units=1000, dim=192):
@@ -55,10 +55,15 @@ def main():
     args = parser.parse_args()
     models = {
         "RMC LM (ours)": lambda: build_language_model("rmc", args.vocab, args.batch, args.bptt, stateful=True),
-        "LSTM LM baseline (ours, tied)": lambda: build_language_model("lstm", args.vocab, args.batch, args.bptt, stateful=True),
+        "LSTM LM baseline (ours, tied)": lambda: build_language_model(
+            "lstm", args.vocab, args.batch, args.bptt, stateful=True
+        ),
         "plain keras LSTM model (untied)": lambda: plain_lstm(args.vocab, args.batch, args.bptt),
     }
-    print(f"batch {args.batch} x BPTT {args.bptt}, vocabulary {args.vocab}, {args.steps} timed steps, {os.cpu_count()} CPUs")
+    print(
+        f"batch {args.batch} x BPTT {args.bptt}, vocabulary {args.vocab}, "
+        f"{args.steps} timed steps, {os.cpu_count()} CPUs"
+    )
     print(f"{'model':34s} {'params':>10s} {'graph tok/s':>12s} {'XLA tok/s':>10s}")
     for name, make in models.items():
         params = make().count_params()

@@ -105,7 +105,7 @@ def main(argv=None):
                 client = ServingClient(f"127.0.0.1:{port}")
                 for clients in args.clients:
                     latencies, rate = measure(
-                        lambda: client.answer("babi", STORY, "Where is Mary?"), clients, args.seconds)
+                        lambda client=client: client.answer("babi", STORY, "Where is Mary?"), clients, args.seconds)
                     rows.append(("server, batching" if batching else "server", clients, latencies, rate))
                 client.close()
             finally:

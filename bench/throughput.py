@@ -11,14 +11,14 @@ Usage:
 
 import argparse
 import os
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+from timing import seconds_per_step  # noqa: E402  (bench/timing.py)
 
 import keras_relmem as kr  # noqa: E402
-
-from timing import seconds_per_step  # noqa: E402  (bench/timing.py)
 
 
 def cell_params(cell, features):

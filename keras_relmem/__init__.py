@@ -9,12 +9,14 @@
 
 __version__ = "0.1.0"
 
-from keras_relmem.layers import EntNetCell  # noqa: E402
-from keras_relmem.layers import EntNetEncoder  # noqa: E402
-from keras_relmem.layers import EntNetReadout  # noqa: E402
-from keras_relmem.layers import MEMO  # noqa: E402
-from keras_relmem.layers import RelationalMemoryCell  # noqa: E402
 from keras_relmem import models  # noqa: E402,F401  (registers the task models for .keras loading)
+from keras_relmem.layers import (
+    MEMO,  # noqa: E402
+    EntNetCell,  # noqa: E402
+    EntNetEncoder,  # noqa: E402
+    EntNetReadout,  # noqa: E402
+    RelationalMemoryCell,  # noqa: E402
+)
 
 __all__ = [
     "EntNetCell",

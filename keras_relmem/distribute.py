@@ -26,9 +26,14 @@ def get_strategy(name="auto", tpu_address=None):
     Example:
 
     ```python
-    strategy = get_strategy("mirrored")
-    with strategy.scope():
-        model = build_model(); model.compile(...)
+    >>> import keras
+    >>> strategy = get_strategy("mirrored")  # the CPU when there is no GPU
+    >>> with strategy.scope():
+    ...     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    ...     model.compile("adam", "mse")
+    >>> strategy.num_replicas_in_sync >= 1
+    True
+
     ```
     """
     import tensorflow as tf

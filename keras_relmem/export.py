@@ -145,8 +145,17 @@ def export_babi(model, data, base_dir, name="babi", version=None, top_k=3):
     Example:
 
     ```python
-    path = export_babi(model, data, "exports", name="babi_entnet")
-    # exports/babi_entnet/1/saved_model.pb
+    >>> import tempfile
+    >>> from keras_relmem.data.babi import load_babi
+    >>> from keras_relmem.models import build_babi_model
+    >>> data = load_babi(1, "en")  # from $KERAS_RELMEM_DATA
+    >>> model = build_babi_model("entnet", len(data.vocab), len(data.answer_vocab),
+    ...                          data.story_length, data.sentence_length,
+    ...                          data.query_length, num_blocks=2, embedding_dim=8)
+    >>> path = export_babi(model, data, tempfile.mkdtemp(), name="babi_entnet")
+    >>> path.name, sorted(p.name for p in path.iterdir())
+    ('1', ['assets', 'fingerprint.pb', 'saved_model.pb', 'variables'])
+
     ```
     """
     import tensorflow as tf
@@ -220,7 +229,15 @@ def export_lm(model, vocab, base_dir, name="lm", version=None, top_k=5):
     Example:
 
     ```python
-    export_lm(serving_model, corpus.vocab, "exports", name="lm_rmc")
+    >>> import tempfile
+    >>> from keras_relmem.data.vocab import Vocabulary
+    >>> from keras_relmem.models import build_language_model
+    >>> vocab = Vocabulary.build([["the", "cat", "sat", "<eos>"]], pad_token=None)
+    >>> model = build_language_model("lstm", len(vocab), embedding_dim=8, units=8)
+    >>> path = export_lm(model, vocab, tempfile.mkdtemp(), name="lm_lstm")
+    >>> path.name, (path / "assets" / "vocab.txt").is_file()
+    ('1', True)
+
     ```
     """
     import tensorflow as tf

@@ -70,7 +70,16 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
     Example:
 
     ```python
-    model.fit(ds, epochs=10, callbacks=[AtomicBackupAndRestore("runs/x/backup")])
+    >>> import keras, numpy as np, pathlib, tempfile
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> backup = pathlib.Path(tempfile.mkdtemp()) / "backup"
+    >>> callback = AtomicBackupAndRestore(backup, delete_checkpoint=False)
+    >>> _ = model.fit(np.ones((8, 3)), np.ones((8, 1)), epochs=2, verbose=0,
+    ...               callbacks=[callback])
+    >>> (backup / "latest").read_text().strip()  # the last complete save
+    'state-1'
+
     ```
     """
 
@@ -120,7 +129,15 @@ class AtomicModelCheckpoint(keras.callbacks.ModelCheckpoint):
     Example:
 
     ```python
-    model.fit(ds, epochs=10, callbacks=[AtomicModelCheckpoint("runs/x/checkpoint.keras")])
+    >>> import keras, numpy as np, pathlib, tempfile
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "checkpoint.keras"
+    >>> _ = model.fit(np.ones((8, 3)), np.ones((8, 1)), epochs=2, verbose=0,
+    ...               callbacks=[AtomicModelCheckpoint(path)])
+    >>> sorted(p.name for p in path.parent.iterdir())  # no partial file left
+    ['checkpoint.keras']
+
     ```
     """
 
@@ -196,7 +213,20 @@ def run_fit(
     Example:
 
     ```python
-    record = run_fit(model, train_ds, val_ds, "runs/babi", epochs=20, resume=True)
+    >>> import keras, numpy as np, tempfile, tensorflow as tf
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> train = tf.data.Dataset.from_tensor_slices(
+    ...     (np.ones((8, 3)), np.ones((8, 1)))).batch(4)
+    >>> workdir = tempfile.mkdtemp()
+    >>> record = run_fit(model, train, None, workdir, epochs=2, verbose=0)
+    >>> [entry["epoch"] for entry in record["epochs"]], record["starts"]
+    ([0, 1], [0])
+    >>> record = run_fit(model, train, None, workdir, epochs=3, resume=True,
+    ...                  verbose=0)  # continues at epoch 2
+    >>> [entry["epoch"] for entry in record["epochs"]], record["starts"]
+    ([0, 1, 2], [0, 2])
+
     ```
     """
     workdir = pathlib.Path(workdir)

@@ -35,7 +35,9 @@ def test_backup_killed_mid_save_resumes_from_previous_epoch(tmp_path, monkeypatc
     x, y = _data()
     backup = tmp_path / "backup"
     model = _model()
-    model.fit(x, y, epochs=2, verbose=0, callbacks=[training.AtomicBackupAndRestore(str(backup), delete_checkpoint=False)])
+    model.fit(
+        x, y, epochs=2, verbose=0, callbacks=[training.AtomicBackupAndRestore(str(backup), delete_checkpoint=False)]
+    )
     weights_after_2 = [w.copy() for w in model.get_weights()]
 
     # The third epoch's save dies after writing half a weights file.

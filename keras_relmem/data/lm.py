@@ -24,7 +24,11 @@ SPLITS = ("train", "valid", "test")
 
 # Local layout under the data folder (see ../shared/data/README.md).
 LOCAL_FILES = {
-    "ptb": {"train": ["train.txt", "ptb.train.txt"], "valid": ["valid.txt", "ptb.valid.txt"], "test": ["test.txt", "ptb.test.txt"]},
+    "ptb": {
+        "train": ["train.txt", "ptb.train.txt"],
+        "valid": ["valid.txt", "ptb.valid.txt"],
+        "test": ["test.txt", "ptb.test.txt"],
+    },
     "wikitext-2": {
         # The official train file could not be obtained for our shared data;
         # its exact byte prefix stands in when the full file is absent.
@@ -121,8 +125,14 @@ def load_corpus(corpus="ptb", data_dir=None):
     Example:
 
     ```python
-    ptb = load_corpus("ptb")
-    train = ptb.bptt_dataset("train", batch_size=64, bptt=100)
+    >>> ptb = load_corpus("ptb")  # from $KERAS_RELMEM_DATA/ptb
+    >>> len(ptb.vocab)
+    10000
+    >>> train = ptb.bptt_dataset("train", batch_size=64, bptt=100)
+    >>> inputs, targets = next(iter(train))
+    >>> tuple(inputs.shape), tuple(targets.shape)
+    ((64, 100), (64, 100))
+
     ```
     """
     files = {split: corpus_file(corpus, split, data_dir) for split in SPLITS}

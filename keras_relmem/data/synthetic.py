@@ -34,9 +34,13 @@ def nth_farthest(num_examples, num_objects=8, num_features=16, seed=0):
     Example:
 
     ```python
-    data = nth_farthest(10000)
-    model.fit(data["inputs"], data["target"])
+    >>> data = nth_farthest(100)
+    >>> data["inputs"].shape, data["target"].shape  # 8 objects, 16 + 3 * 8 features
+    ((100, 8, 40), (100,))
+
     ```
+
+    `model.fit(data["inputs"], data["target"])` then trains a classifier.
     """
     rng = np.random.default_rng(seed)
     vectors = rng.uniform(-1.0, 1.0, size=(num_examples, num_objects, num_features))
@@ -117,7 +121,10 @@ def paired_associative_inference(
     Example:
 
     ```python
-    data = paired_associative_inference(10000, sequence_length=3)
+    >>> data = paired_associative_inference(10, sequence_length=3)
+    >>> data["memory"].shape, data["query"].shape  # 32 facts of 2 items
+    ((10, 32, 2, 64), (10, 3, 64))
+
     ```
     """
     if sequence_length < 3:
@@ -252,7 +259,10 @@ def shortest_path(
     Example:
 
     ```python
-    data = shortest_path(1000, num_nodes=10)
+    >>> data = shortest_path(10, num_nodes=10)
+    >>> len(data["edges"]), data["query"].shape  # (source, destination) per graph
+    (10, (10, 2))
+
     ```
     """
     rng = np.random.default_rng(seed)

@@ -3,16 +3,23 @@
 Importing this module registers `babi_qa` and `lm_corpus` with TFDS:
 
 ```python
-import tensorflow_datasets as tfds
-import keras_relmem.data.tfds_builders  # registers the builders
+>>> import os, tempfile
+>>> import tensorflow_datasets as tfds
+>>> import keras_relmem.data.tfds_builders  # registers the builders
+>>> local = os.environ["KERAS_RELMEM_DATA"]  # or your copy of the data folder
+>>> ds = tfds.load(
+...     "babi_qa/en-qa1",
+...     split="train",
+...     data_dir=tempfile.mkdtemp(),
+...     download_and_prepare_kwargs={
+...         "download_config": tfds.download.DownloadConfig(manual_dir=local)
+...     },
+... )
+Downloading and preparing dataset ...
+Dataset babi_qa downloaded and prepared to .... Subsequent calls will reuse this data.
+>>> int(ds.cardinality())
+1000
 
-ds = tfds.load(
-    "babi_qa/en-10k-qa1",
-    split="train",
-    download_and_prepare_kwargs={
-        "download_config": tfds.download.DownloadConfig(manual_dir="data/")
-    },
-)
 ```
 
 The local copy comes from TFDS' `manual_dir` (the data folder, the
@@ -24,7 +31,6 @@ code as `keras_relmem.data.babi` and `keras_relmem.data.lm`.
 import pathlib
 
 import numpy as np
-
 import tensorflow_datasets as tfds
 
 from keras_relmem.data import babi, lm, sources

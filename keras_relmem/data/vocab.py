@@ -19,9 +19,16 @@ class Vocabulary:
     Example:
 
     ```python
-    vocab = Vocabulary.build([["mary", "went"], ["john", "went"]])
-    vocab.lookup(["mary", "flew"])  # [3, 1]: 'flew' is out of vocabulary
-    vocab.save("vocab.txt"); Vocabulary.load("vocab.txt") == vocab
+    >>> import pathlib, tempfile
+    >>> vocab = Vocabulary.build([["mary", "went"], ["john", "went"]])
+    >>> vocab.tokens
+    ['<pad>', '<unk>', 'went', 'john', 'mary']
+    >>> vocab.lookup(["mary", "flew"])  # 'flew' is out of vocabulary
+    [4, 1]
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "vocab.txt"
+    >>> Vocabulary.load(vocab.save(path)).tokens == vocab.tokens
+    True
+
     ```
     """
 

@@ -95,7 +95,9 @@ class Batcher:
             try:
                 self._queue.put_nowait(pending)
             except queue.Full:
-                raise ServingError(grpc.StatusCode.RESOURCE_EXHAUSTED, "batching queue is full; retry later")
+                raise ServingError(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED, "batching queue is full; retry later"
+                ) from None
         return pending.future.result()
 
     def close(self):

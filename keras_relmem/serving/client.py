@@ -97,7 +97,9 @@ class ServingClient:
 
     def next_words(self, model, prefix, version=None):
         """Ask a language model for the words after `prefix` -> [(word, p)]."""
-        outputs = self.predict(model, {"prefix": np.array([prefix], dtype=object)}, signature="next_word", version=version)
+        outputs = self.predict(
+            model, {"prefix": np.array([prefix], dtype=object)}, signature="next_word", version=version
+        )
         return self._pairs(outputs, "top_words")[0]
 
     def status(self, model, version=None):

@@ -42,7 +42,7 @@ def _decode_b64(value):
                 return base64.b64decode(value["b64"], validate=True)
             except (ValueError, TypeError) as error:
                 raise invalid(f"cannot base64-decode {value['b64'][:40]!r}: {error}") from error
-        raise invalid(f"unexpected object {json.dumps(value)[:80]}: only {{\"b64\": ...}} objects are allowed in values")
+        raise invalid(f'unexpected object {json.dumps(value)[:80]}: only {{"b64": ...}} objects are allowed in values')
     if isinstance(value, list):
         return [_decode_b64(v) for v in value]
     return value

@@ -49,7 +49,9 @@ def build_parser():
         help="seconds between checks for new versions; 0 checks once, negative never (default 1)",
     )
     parser.add_argument("--enable_batching", action="store_true", help="merge concurrent requests into batches")
-    parser.add_argument("--batching_parameters_file", help="BatchingParameters text proto (max_batch_size, batch_timeout_micros)")
+    parser.add_argument(
+        "--batching_parameters_file", help="BatchingParameters text proto (max_batch_size, batch_timeout_micros)"
+    )
     parser.add_argument("--max_batch_size", type=int, default=None, help="rows per merged batch (default 32)")
     parser.add_argument("--batch_timeout_micros", type=int, default=None, help="wait for company (default 2000)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; 0.0.0.0 for all)")
@@ -80,9 +82,15 @@ def model_configs(args):
         configs = list(config.model_config_list.config)
         for entry in configs:
             if not entry.name or not entry.base_path:
-                raise ValueError(f"{path}: every config needs a name and a base_path; got {text_format.MessageToString(entry, as_one_line=True)!r}")
+                raise ValueError(
+                    f"{path}: every config needs a name and a base_path; "
+                    f"got {text_format.MessageToString(entry, as_one_line=True)!r}"
+                )
             if entry.model_platform and entry.model_platform != "tensorflow":
-                raise ValueError(f"{path}: model {entry.name}: model_platform {entry.model_platform!r} is not served (only 'tensorflow')")
+                raise ValueError(
+                    f"{path}: model {entry.name}: model_platform {entry.model_platform!r} "
+                    "is not served (only 'tensorflow')"
+                )
         return configs
     if not args.model_base_path:
         raise ValueError("give --model_base_path (with --model_name) or --model_config_file")

@@ -58,7 +58,9 @@ def build_parser():
     parser.add_argument("--data", choices=babi_data.DATASETS, default="en", help="1k or 10k questions per task")
     parser.add_argument("--data-dir", default=None, help="local bAbI copy (default $KERAS_RELMEM_DATA)")
     parser.add_argument("--memory-size", type=int, default=None, help="sentences kept (default 70; 130 with task 3)")
-    parser.add_argument("--epochs", type=common.positive_int, default=None, help="default: the model's recipe (EntNet 200)")
+    parser.add_argument(
+        "--epochs", type=common.positive_int, default=None, help="default: the model's recipe (EntNet 200)"
+    )
     parser.add_argument("--batch-size", type=common.positive_int, default=None, help="global batch size (default 32)")
     parser.add_argument("--learning-rate", type=float, default=None)
     parser.add_argument("--halve-every", type=int, default=None, help="halve the learning rate every N epochs")
@@ -214,7 +216,9 @@ def train_one(args, tasks, workdir, strategy):
         from keras_relmem.tasks import plots
 
         label = pathlib.Path(workdir).name
-        for path in plots.plot_babi(model, data, pathlib.Path(args.plot) / label, metrics_path=pathlib.Path(workdir) / "metrics.json"):
+        for path in plots.plot_babi(
+            model, data, pathlib.Path(args.plot) / label, metrics_path=pathlib.Path(workdir) / "metrics.json"
+        ):
             print(f"Wrote {path}")
     exported = None
     if not args.no_export and distribute.is_chief():

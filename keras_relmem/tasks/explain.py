@@ -21,7 +21,11 @@ def build_parser():
     parser = argparse.ArgumentParser(prog="explain.py", description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", required=True, help="a trained model's checkpoint.keras")
     parser.add_argument("--assets", required=True, help="folder with vocab.txt and answers.txt (an export's assets/)")
-    parser.add_argument("--story", required=True, help='sentences separated by ".", e.g. "Mary went to the kitchen. John moved to the garden."')
+    parser.add_argument(
+        "--story",
+        required=True,
+        help='sentences separated by ".", e.g. "Mary went to the kitchen. John moved to the garden."',
+    )
     parser.add_argument("--question", required=True, help='e.g. "Where is Mary?"')
     parser.add_argument("--out", default="explain.png", help="PNG to write (default explain.png)")
     return parser

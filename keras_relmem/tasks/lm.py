@@ -31,7 +31,9 @@ def build_parser():
     parser.add_argument("--data-dir", default=None, help="local data folder (default $KERAS_RELMEM_DATA)")
     parser.add_argument("--epochs", type=common.positive_int, default=RECIPE["epochs"])
     parser.add_argument("--batch-size", type=common.positive_int, default=RECIPE["batch_size"])
-    parser.add_argument("--bptt", type=common.positive_int, default=RECIPE["bptt"], help="truncation length (default 100)")
+    parser.add_argument(
+        "--bptt", type=common.positive_int, default=RECIPE["bptt"], help="truncation length (default 100)"
+    )
     parser.add_argument("--learning-rate", type=float, default=RECIPE["learning_rate"])
     parser.add_argument("--clipnorm", type=float, default=RECIPE["clipnorm"])
     parser.add_argument("--embedding-dim", type=common.positive_int, default=None, help="default 192")

@@ -112,7 +112,9 @@ def run(argv=None):
         if args.plot:
             from keras_relmem.tasks import plots
 
-            for path in plots.plot_nth_farthest(model, test, args.plot, metrics_path=pathlib.Path(args.workdir) / "metrics.json"):
+            for path in plots.plot_nth_farthest(
+                model, test, args.plot, metrics_path=pathlib.Path(args.workdir) / "metrics.json"
+            ):
                 print(f"Wrote {path}")
         training.write_json(pathlib.Path(args.workdir) / "results.json", results)
         if not args.no_export:

@@ -87,7 +87,7 @@ def plot_nth_farthest(model, data, out_dir, count=2, metrics_path=None):
         return written
     for i in range(count):
         attention, _ = probes.rmc_attention(layer.cell, data["inputs"][i : i + 1])
-        labels = [f"id {int(l)}" for l in data["labels"][i]]
+        labels = [f"id {int(label)}" for label in data["labels"][i]]
         title = f"{data['n'][i]}-th farthest from id {data['m'][i]} (answer id {data['target'][i]})"
         written.append(viz.rmc_attention_grid(attention[0], out_dir / f"test_{i}.png", title=title, row_labels=labels))
     return written

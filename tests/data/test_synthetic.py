@@ -47,7 +47,7 @@ def test_paired_associative_inference_by_brute_force(length):
         memory = data["memory"][k]
         cue, *choices = data["query"][k]
 
-        def successors(vec):
+        def successors(vec, memory=memory):
             return [fact[1] for fact in memory if np.array_equal(fact[0], vec)]
 
         # Follow the stored pairs from the cue: the match is reachable, the lure not.

@@ -7,7 +7,6 @@ import tensorflow as tf
 from tensorflow_serving.apis import classification_pb2, prediction_service_pb2_grpc, regression_pb2
 
 from keras_relmem.serving.server import ModelServer
-
 from tests.serving.conftest import configs_for
 
 WEIGHTS = np.array([[1.0, -1.0, 0.5], [0.5, 2.0, -1.0]], "float32")  # (features, classes)

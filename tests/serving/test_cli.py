@@ -10,7 +10,6 @@ import pytest
 
 from keras_relmem.serving import server as server_module
 from keras_relmem.serving.client import ServingClient
-
 from tests.serving.conftest import model_config_text
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -48,7 +47,6 @@ def test_server_command_line_with_a_model_config_file(exports, tmp_path):
 
 def test_a_busy_port_is_an_error_not_a_shared_port(exports):
     from keras_relmem.serving.server import ModelServer
-
     from tests.serving.conftest import configs_for
 
     first = ModelServer(configs_for(exports.base, ["lm"]), port=0, poll_seconds=-1).start()

@@ -98,7 +98,9 @@ def test_id_signature_over_both_apis_and_b64_strings(server, stubs, exports):
     prediction, _, _ = stubs
     response = prediction.Predict(predict_request("babi", "", {"story": story, "query": query}), timeout=60)
     np.testing.assert_array_equal(tf.make_ndarray(response.outputs["probabilities"]), want["probabilities"].numpy())
-    status, body = rest(server, "/v1/models/babi:predict", {"inputs": {"story": story.tolist(), "query": query.tolist()}})
+    status, body = rest(
+        server, "/v1/models/babi:predict", {"inputs": {"story": story.tolist(), "query": query.tolist()}}
+    )
     assert status == 200
     np.testing.assert_array_equal(np.array(body["outputs"]["probabilities"], "float32"), want["probabilities"].numpy())
     import base64
@@ -163,17 +165,52 @@ BAD_GRPC = [
     ("unknown model", "nope", None, "", GOOD_IDS, grpc.StatusCode.NOT_FOUND, "nope"),
     ("unknown version", "babi", 7, "", GOOD_IDS, grpc.StatusCode.NOT_FOUND, "Specific(babi, 7)"),
     ("unknown signature", "babi", None, "classify_me", GOOD_IDS, grpc.StatusCode.FAILED_PRECONDITION, "classify_me"),
-    ("wrong input name", "babi", None, "", {"story": GOOD_IDS["story"], "qury": GOOD_IDS["query"]},
-     grpc.StatusCode.INVALID_ARGUMENT, "qury"),
+    (
+        "wrong input name",
+        "babi",
+        None,
+        "",
+        {"story": GOOD_IDS["story"], "qury": GOOD_IDS["query"]},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "qury",
+    ),
     ("missing input", "babi", None, "", {"story": GOOD_IDS["story"]}, grpc.StatusCode.INVALID_ARGUMENT, "query"),
-    ("wrong dtype", "babi", None, "", {"story": GOOD_IDS["story"].astype("float32"), "query": GOOD_IDS["query"]},
-     grpc.StatusCode.INVALID_ARGUMENT, "int32"),
-    ("wrong shape", "babi", None, "", {"story": np.zeros((1, 4, 6), np.int32), "query": GOOD_IDS["query"]},
-     grpc.StatusCode.INVALID_ARGUMENT, "story"),
-    ("strings for ids", "babi", None, "", {"story": np.array([["a"]], dtype=object), "query": GOOD_IDS["query"]},
-     grpc.StatusCode.INVALID_ARGUMENT, "story"),
-    ("oversized", "babi", None, "", {"story": np.zeros((20000, 10, 6), np.int32), "query": np.zeros((20000, 3), np.int32)},
-     grpc.StatusCode.RESOURCE_EXHAUSTED, ""),
+    (
+        "wrong dtype",
+        "babi",
+        None,
+        "",
+        {"story": GOOD_IDS["story"].astype("float32"), "query": GOOD_IDS["query"]},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "int32",
+    ),
+    (
+        "wrong shape",
+        "babi",
+        None,
+        "",
+        {"story": np.zeros((1, 4, 6), np.int32), "query": GOOD_IDS["query"]},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "story",
+    ),
+    (
+        "strings for ids",
+        "babi",
+        None,
+        "",
+        {"story": np.array([["a"]], dtype=object), "query": GOOD_IDS["query"]},
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "story",
+    ),
+    (
+        "oversized",
+        "babi",
+        None,
+        "",
+        {"story": np.zeros((20000, 10, 6), np.int32), "query": np.zeros((20000, 3), np.int32)},
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "",
+    ),
 ]
 
 
@@ -192,12 +229,38 @@ BAD_REST = [
     ("unknown signature", "/v1/models/babi:predict", {"signature_name": "x", "inputs": {}}, None, 400, '"x"'),
     ("malformed JSON", "/v1/models/babi:predict", None, b'{"instances": [', 400, "JSON Parse error"),
     ("both forms", "/v1/models/babi:predict", {"instances": [], "inputs": {}}, None, 400, "exactly one"),
-    ("wrong input name", "/v1/models/babi:predict", {"signature_name": "answer", "inputs": {"story": [["a"]], "qestion": ["b"]}},
-     None, 400, "qestion"),
-    ("ragged lists", "/v1/models/babi:predict", {"signature_name": "answer", "inputs": {"story": [["a"], ["b", "c"]], "question": ["q", "r"]}},
-     None, 400, "story"),
-    ("text for ids", "/v1/models/babi:predict", {"inputs": {"story": [[["x"] * 6] * 10], "query": [[1, 2, 3]]}}, None, 400, "story"),
-    ("floats for ids", "/v1/models/babi:predict", {"inputs": {"story": [[[0.5] * 6] * 10], "query": [[1, 2, 3]]}}, None, 400, "int32"),
+    (
+        "wrong input name",
+        "/v1/models/babi:predict",
+        {"signature_name": "answer", "inputs": {"story": [["a"]], "qestion": ["b"]}},
+        None,
+        400,
+        "qestion",
+    ),
+    (
+        "ragged lists",
+        "/v1/models/babi:predict",
+        {"signature_name": "answer", "inputs": {"story": [["a"], ["b", "c"]], "question": ["q", "r"]}},
+        None,
+        400,
+        "story",
+    ),
+    (
+        "text for ids",
+        "/v1/models/babi:predict",
+        {"inputs": {"story": [[["x"] * 6] * 10], "query": [[1, 2, 3]]}},
+        None,
+        400,
+        "story",
+    ),
+    (
+        "floats for ids",
+        "/v1/models/babi:predict",
+        {"inputs": {"story": [[[0.5] * 6] * 10], "query": [[1, 2, 3]]}},
+        None,
+        400,
+        "int32",
+    ),
     ("oversized", "/v1/models/babi:predict", None, b"{" + b" " * (2 << 20) + b"}", 413, "larger"),
     ("bad path", "/v2/whatever", {"instances": [1]}, None, 404, "Malformed request"),
     ("deeply nested", "/v1/models/babi:predict", None, b"[" * 100000 + b"]" * 100000, 400, "nested too deeply"),

@@ -13,7 +13,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from keras_relmem.serving.client import ServingClient
 from keras_relmem.serving.server import ModelServer
-
 from tests.serving.conftest import configs_for
 
 STORY = ["Mary went to the kitchen.", "John moved to the garden."]
@@ -66,7 +65,9 @@ def test_hot_swap_under_concurrent_load_fails_no_request(exports, tmp_path, batc
 
     def rest_load():
         url = f"http://127.0.0.1:{server.rest_port}/v1/models/babi:predict"
-        body = json.dumps({"signature_name": "answer", "inputs": {"story": [STORY], "question": ["Where is John?"]}}).encode()
+        body = json.dumps(
+            {"signature_name": "answer", "inputs": {"story": [STORY], "question": ["Where is John?"]}}
+        ).encode()
         while not stop.is_set():
             try:
                 with urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=60) as response:
@@ -74,7 +75,9 @@ def test_hot_swap_under_concurrent_load_fails_no_request(exports, tmp_path, batc
             except Exception as error:  # any failure counts
                 failures.append(repr(error))
 
-    threads = [threading.Thread(target=grpc_load) for _ in range(4)] + [threading.Thread(target=rest_load) for _ in range(2)]
+    threads = [threading.Thread(target=grpc_load) for _ in range(4)] + [
+        threading.Thread(target=rest_load) for _ in range(2)
+    ]
     try:
         for thread in threads:
             thread.start()

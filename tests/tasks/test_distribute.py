@@ -29,7 +29,9 @@ y = np.random.default_rng(1).integers(3, size=16)
 def first_step_loss(strategy):
     keras.utils.set_random_seed(0)
     with strategy.scope():
-        model = keras.Sequential([keras.Input((5, 8)), keras.layers.RNN(kr.RelationalMemoryCell(2, 4, num_heads=2)), keras.layers.Dense(3)])
+        model = keras.Sequential(
+            [keras.Input((5, 8)), keras.layers.RNN(kr.RelationalMemoryCell(2, 4, num_heads=2)), keras.layers.Dense(3)]
+        )
         model.compile(keras.optimizers.Adam(0.1), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
     history = model.fit(ds, epochs=2, verbose=0)
@@ -76,7 +78,7 @@ def test_two_workers_train_and_agree(tmp_path):
         env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
         procs.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outputs = [p.communicate(timeout=600) for p in procs]
-    for proc, (out, err) in zip(procs, outputs):
+    for proc, (_, err) in zip(procs, outputs):
         assert proc.returncode == 0, err[-3000:]
     chief = json.loads((tmp_path / "qa1" / "metrics.json").read_text())["epochs"]
     worker = json.loads((tmp_path / "qa1" / "worker_1" / "metrics.json").read_text())["epochs"]

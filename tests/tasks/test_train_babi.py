@@ -62,13 +62,26 @@ print(out["top_answers"].numpy()[0, 0].decode())
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] in data.answer_vocab.tokens
     model_back = keras.saving.load_model(tmp_path / "qa1" / "checkpoint.keras")
-    expected = keras.ops.softmax(model_back.predict({"story": arrays["story"][:8], "query": arrays["query"][:8]}, verbose=0))
+    expected = keras.ops.softmax(
+        model_back.predict({"story": arrays["story"][:8], "query": arrays["query"][:8]}, verbose=0)
+    )
     np.testing.assert_allclose(np.load(tmp_path / "probs.npy"), expected, atol=1e-5)
 
 
 def test_joint_training_reports_every_task(tmp_path, capsys):
     summary = babi_task.run(
-        ["--task", "all", "--joint", "--workdir", str(tmp_path), "--embedding-dim", "8", "--num-blocks", "2", "--no-export"]
+        [
+            "--task",
+            "all",
+            "--joint",
+            "--workdir",
+            str(tmp_path),
+            "--embedding-dim",
+            "8",
+            "--num-blocks",
+            "2",
+            "--no-export",
+        ]
         + TINY
     )
     assert sorted(int(t) for t in summary["tasks"]) == list(range(1, 21))
