@@ -313,6 +313,9 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
         input rows), except the last block's `(batch, heads, slots, rows)`:
         what the memory slots attend to. Useful for inspection; `call` wraps it for `keras.layers.RNN`.
         """
+        # NumPy arrays from a caller become backend tensors (torch will not
+        # multiply a grad-tracking tensor by an ndarray).
+        memory = ops.convert_to_tensor(memory, dtype=self.compute_dtype)
         input_rows = self._project_input(inputs)
         memory_plus_input = ops.concatenate([memory, input_rows], axis=1)
         dropout_mask = self.get_dropout_mask(inputs) if training else None
