@@ -273,12 +273,6 @@ class MEMOClassifier(keras.Model):
             result.update(task=task, hops=ops.full((ops.shape(target)[0],), float(n_hops)), logits=logits[:, -1])
         return result
 
-    def compute_losses(self, inputs, target, training=True):
-        """`losses_from_outputs(training_outputs(inputs), target)`."""
-        if not self.built:
-            self.build({k: v.shape for k, v in inputs.items()})
-        return self.losses_from_outputs(self.training_outputs(inputs, training), target)
-
     # Keras' own train and test steps (one per backend) call the model, then
     # `compute_loss` and `compute_metrics`. While they run, the model returns
     # what those need instead of bare logits; a trace-time flag, so it also
