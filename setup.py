@@ -13,7 +13,9 @@ VERSION = re.search(
 EXTRAS = {
     # jax: the layer and model tests also run on Keras' JAX backend (CPU wheel).
     "test": ["pytest>=7", "pytest-timeout>=2", "jax>=0.4.30", "ruff>=0.5"],
-    "serving": ["tensorflow-serving-api>=2.21", "grpcio-health-checking>=1.60"],
+    # aiohttp: the REST front end's HTTP server; prometheus_client: --monitoring_config_file.
+    "serving": ["tensorflow-serving-api>=2.21", "grpcio-health-checking>=1.60", "aiohttp>=3.9",
+                "prometheus_client>=0.17"],
     "tuning": ["keras-tuner>=1.4"],
     "viz": ["matplotlib>=3.7"],
 }

@@ -31,6 +31,27 @@ def version_dir(base_dir, name, version=None):
     return path
 
 
+def serve_command(version_path):
+    """The command that serves an exported version (its model base path), for the training scripts to print.
+
+    Example:
+
+    ```python
+    >>> serve_command("/runs/export/babi_entnet_qa1/1").split(" --")[3:]
+    ['model_name=babi_entnet_qa1', 'model_base_path=/runs/export/babi_entnet_qa1']
+
+    ```
+    """
+    base = pathlib.Path(version_path).resolve().parent
+    return (f"python serving/server.py --port=8500 --rest_api_port=8501 --model_name={base.name} "
+            f"--model_base_path={base}")
+
+
+def announce(version_path):
+    """Print where a version was exported and how to serve it."""
+    print(f"Exported the SavedModel to {version_path}\nServe it with:\n  {serve_command(version_path)}", flush=True)
+
+
 def _vocab_table(vocab_file, to_ids, default):
     """A lookup table over a vocabulary asset (one token per line, line number = id).
 
@@ -101,12 +122,111 @@ def _story_ids(sentences, table, story_length, sentence_length):
     return ids.to_tensor(0, shape=[None, story_length, sentence_length])
 
 
-def _write_atomically(archive, path):
+WARMUP_FILE = pathlib.Path("assets.extra", "tf_serving_warmup_requests")
+
+
+def _predict_log(name, signature, inputs):
+    """One `PredictionLog` record holding a PredictRequest (TF Serving's warm-up format)."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
+
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = name
+    request.model_spec.signature_name = signature
+    for alias, value in inputs.items():
+        request.inputs[alias].CopyFrom(tf.make_tensor_proto(value))
+    return prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+
+
+def write_warmup_requests(version_path, logs):
+    """Write `assets.extra/tf_serving_warmup_requests`: TFRecords of `PredictionLog` protos.
+
+    TF Serving (and `keras_relmem.serving`) replays them when it loads the
+    version, before the version answers, so its first real requests do not
+    pay for graph optimisation and table initialisation.
+
+    Args:
+        version_path: the SavedModel version directory.
+        logs: `PredictionLog` protos, e.g. from `_predict_log`.
+
+    Returns:
+        The file written.
+    """
+    import tensorflow as tf
+
+    path = pathlib.Path(version_path) / WARMUP_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for log in logs:
+            writer.write(log.SerializeToString())
+    return path
+
+
+def _warmup_logs_or_none(make_logs):
+    """The warm-up records, or None without `tensorflow-serving-api` (the `[serving]` extra)."""
+    try:
+        import tensorflow_serving.apis  # noqa: F401
+    except ImportError:
+        return None
+    return make_logs()
+
+
+def _checked_ids(ids, vocab_size, name):
+    """`ids` unchanged, after an in-graph check that each is in [0, vocab_size) (INVALID_ARGUMENT naming `name`)."""
+    import tensorflow as tf
+
+    checks = [
+        tf.debugging.assert_non_negative(ids, message=f"input {name}: word ids must be >= 0"),
+        tf.debugging.assert_less(ids, tf.constant(vocab_size, ids.dtype),
+                                 message=f"input {name}: word ids must be < the vocabulary size {vocab_size}"),
+    ]
+    with tf.control_dependencies(checks):
+        return tf.identity(ids)
+
+
+def _babi_warmup(data, name):
+    """Two real test questions per signature: as ids, and as text."""
+    import numpy as np
+
+    split = "test" if data.examples.get("test") else "train"
+    arrays = data.arrays(split)
+    examples = data.examples[split][:2]
+    texts = [[" ".join(sentence) for sentence in ex.story[-data.story_length:]] for ex in examples]
+    longest = max(len(text) for text in texts)
+    # A batch of shorter stories is padded with empty sentences, as clients do.
+    stories = np.array([text + [""] * (longest - len(text)) for text in texts], dtype=object)
+    questions = np.array([" ".join(ex.query) for ex in examples], dtype=object)
+    logs = []
+    for rows in (slice(0, 1), slice(0, 2)):
+        logs.append(_predict_log(name, "serving_default", {
+            "story": arrays["story"][rows].astype("int32"), "query": arrays["query"][rows].astype("int32")}))
+        logs.append(_predict_log(name, "answer", {"story": stories[rows], "question": questions[rows]}))
+    return logs
+
+
+def _lm_warmup(vocab, name):
+    """A one- and a two-row prefix per signature, from the vocabulary's first words."""
+    import numpy as np
+
+    words = vocab.tokens[:4]
+    ids = np.array([[vocab.token_id(w) for w in words]], dtype="int32")
+    prefix = " ".join(w for w in words if w != EOS)
+    return [
+        _predict_log(name, "serving_default", {"ids": ids}),
+        _predict_log(name, "serving_default", {"ids": np.concatenate([ids, ids])}),
+        _predict_log(name, "next_word", {"prefix": np.array([prefix], dtype=object)}),
+        _predict_log(name, "next_word", {"prefix": np.array([prefix, ""], dtype=object)}),
+    ]
+
+
+def _write_atomically(archive, path, warmup=None):
     """Write to a sibling temp dir, then rename: TF Serving never sees half a version."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
     try:
         archive.write_out(str(tmp), verbose=False)
+        if warmup:
+            write_warmup_requests(tmp, warmup)
         tmp.rename(path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -130,6 +250,10 @@ def export_babi(model, data, base_dir, name="babi", version=None, top_k=3):
       and returns the same three outputs.
 
     The word and answer vocabularies are assets `vocab.txt` and `answers.txt`.
+    Id inputs outside `[0, vocabulary size)` are refused in the graph
+    (INVALID_ARGUMENT naming the input). With `tensorflow-serving-api`
+    installed, `assets.extra/tf_serving_warmup_requests` holds two real
+    test questions per signature for the server to replay on load.
 
     Args:
         model: a trained model from `build_babi_model`.
@@ -154,7 +278,7 @@ def export_babi(model, data, base_dir, name="babi", version=None, top_k=3):
     ...                          data.query_length, num_blocks=2, embedding_dim=8)
     >>> path = export_babi(model, data, tempfile.mkdtemp(), name="babi_entnet")
     >>> path.name, sorted(p.name for p in path.iterdir())
-    ('1', ['assets', 'fingerprint.pb', 'saved_model.pb', 'variables'])
+    ('1', ['assets', 'assets.extra', 'fingerprint.pb', 'saved_model.pb', 'variables'])
 
     ```
     """
@@ -173,6 +297,10 @@ def export_babi(model, data, base_dir, name="babi", version=None, top_k=3):
         archive.track(words)
 
         def serve(story, query):
+            # Keras' embedding lookup wraps negative ids around (NumPy's take),
+            # so they are refused here, in the graph, for every server.
+            story = _checked_ids(story, len(data.vocab), "story")
+            query = _checked_ids(query, len(data.vocab), "query")
             logits = model({"story": story, "query": query}, training=False)
             return _top_k_outputs(logits, answers, top_k, "top_answers")
 
@@ -197,7 +325,7 @@ def export_babi(model, data, base_dir, name="babi", version=None, top_k=3):
                 tf.TensorSpec((None,), tf.string, "question"),
             ],
         )
-        return _write_atomically(archive, path)
+        return _write_atomically(archive, path, _warmup_logs_or_none(lambda: _babi_warmup(data, name)))
 
 
 def export_lm(model, vocab, base_dir, name="lm", version=None, top_k=5):
@@ -254,6 +382,7 @@ def export_lm(model, vocab, base_dir, name="lm", version=None, top_k=5):
         eos_id = vocab.token_id(EOS)
 
         def serve(ids):
+            ids = _checked_ids(ids, len(vocab), "ids")
             logits = model(ids, training=False)[:, -1, :]
             return _top_k_outputs(logits, words, top_k, "top_words")
 
@@ -273,4 +402,4 @@ def export_lm(model, vocab, base_dir, name="lm", version=None, top_k=5):
         archive.add_endpoint(
             "next_word", next_word, input_signature=[tf.TensorSpec((None,), tf.string, "prefix")]
         )
-        return _write_atomically(archive, path)
+        return _write_atomically(archive, path, _warmup_logs_or_none(lambda: _lm_warmup(vocab, name)))

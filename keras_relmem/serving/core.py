@@ -26,6 +26,7 @@ class ServingCore:
     def __init__(self, manager, batching=None):
         self.manager = manager
         self.batching = batching
+        self.metrics = None  # a ServingMetrics when the server counts requests
         self._batchers = {}  # (id(servable), signature key) -> (servable, Batcher)
         self._lock = threading.Lock()
         # A version's batcher (and its thread) goes when the version is unloaded.

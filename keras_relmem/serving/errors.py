@@ -27,6 +27,8 @@ class ServingError(Exception):
         message: what is wrong, e.g. `'input tensor alias not found in signature: x'`.
         http_status: the REST status when it differs from TF Serving's mapping
             of `code` (413 for an oversized body).
+        close_connection: the REST answer closes the connection (the rest of
+            the body is not read, so the connection cannot be reused).
 
     Example:
 
@@ -35,11 +37,12 @@ class ServingError(Exception):
     ```
     """
 
-    def __init__(self, code, message, http_status=None):
+    def __init__(self, code, message, http_status=None, close_connection=False):
         super().__init__(message)
         self.code = code
         self.message = message
         self._http_status = http_status
+        self.close_connection = close_connection
 
     @property
     def http_status(self):

@@ -21,6 +21,7 @@ from tensorflow_serving.apis import (
 )
 
 from keras_relmem.serving.errors import ServingError, invalid
+from keras_relmem.serving.metrics import RequestRecord
 from keras_relmem.serving.servable import CLASSIFY_METHOD, REGRESS_METHOD
 
 log = logging.getLogger("keras_relmem.serving")
@@ -38,20 +39,35 @@ def _spec(model_spec):
     return model_spec.name, version, label, model_spec.signature_name
 
 
-def _guarded(method):
-    """Turn every failure into a gRPC status: a request can never take the server down."""
+def _guarded(api):
+    """Turn every failure into a gRPC status (a request can never take the server down) and count it.
 
-    @functools.wraps(method)
-    def wrapper(self, request, context):
-        try:
-            return method(self, request, context)
-        except ServingError as error:
-            context.abort(error.code, error.message)
-        except Exception as error:  # the server must survive anything a request triggers
-            log.exception("%s failed", method.__name__)
-            context.abort(grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}")
+    The method gets a `RequestRecord` as its third argument, to say which
+    servable and signature answered.
+    """
 
-    return wrapper
+    def decorate(method):
+        @functools.wraps(method)
+        def wrapper(self, request, context):
+            record = RequestRecord("GRPC", api, getattr(self.core, "metrics", None))
+            spec = getattr(request, "model_spec", None)
+            record.model = spec.name if spec is not None else None
+            try:
+                response = method(self, request, context, record)
+            except ServingError as error:
+                record.finish(error.code.name)
+                context.abort(error.code, error.message)
+            except Exception as error:  # the server must survive anything a request triggers
+                log.error("%s failed: %s: %s", method.__name__, type(error).__name__, error)
+                log.debug("%s failure", method.__name__, exc_info=True)
+                record.finish("INTERNAL")
+                context.abort(grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}")
+            record.finish("OK")
+            return response
+
+        return wrapper
+
+    return decorate
 
 
 def _to_array(name, proto):
@@ -84,21 +100,22 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     def __init__(self, core):
         self.core = core
 
-    @_guarded
-    def Predict(self, request, context):
+    @_guarded("predict")
+    def Predict(self, request, context, record):
         name, version, label, signature_name = _spec(request.model_spec)
         inputs = {alias: _to_array(alias, proto) for alias, proto in request.inputs.items()}
-        servable, key, outputs = self.core.predict(
-            name, version, label, signature_name, inputs, tuple(request.output_filter)
-        )
+        servable = self.core.manager.get(name, version, label)
+        key, _ = servable.signature(signature_name)
+        record.served_by(servable, key)
+        servable, key, outputs = self.core.predict_on(servable, key, inputs, tuple(request.output_filter))
         response = predict_pb2.PredictResponse()
         _fill_spec(response.model_spec, servable, key)
         for alias, value in outputs.items():
             response.outputs[alias].CopyFrom(tf.make_tensor_proto(value))
         return response
 
-    @_guarded
-    def GetModelMetadata(self, request, context):
+    @_guarded("metadata")
+    def GetModelMetadata(self, request, context, record):
         name, version, label, _ = _spec(request.model_spec)
         fields = list(request.metadata_field)
         if fields != ["signature_def"]:
@@ -106,29 +123,32 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
                 f"Metadata field(s) {fields or '(none)'} not supported: request exactly ['signature_def']"
             )
         servable, signature_map = self.core.metadata(name, version, label)
+        record.served_by(servable, "")
         response = get_model_metadata_pb2.GetModelMetadataResponse()
         _fill_spec(response.model_spec, servable, None)
         response.metadata["signature_def"].Pack(signature_map)
         return response
 
-    @_guarded
-    def Classify(self, request, context):
-        return classify(self.core, request)
+    @_guarded("classify")
+    def Classify(self, request, context, record):
+        return classify(self.core, request, record)
 
-    @_guarded
-    def Regress(self, request, context):
-        return regress(self.core, request)
+    @_guarded("regress")
+    def Regress(self, request, context, record):
+        return regress(self.core, request, record)
 
-    @_guarded
-    def MultiInference(self, request, context):
+    @_guarded("multi_inference")
+    def MultiInference(self, request, context, record):
         raise ServingError(grpc.StatusCode.UNIMPLEMENTED, "MultiInference is not supported by this server")
 
 
-def _examples_run(core, request, method):
+def _examples_run(core, request, method, record=None):
     """Run a classify/regress signature on the request's serialized tf.Examples."""
     name, version, label, signature_name = _spec(request.model_spec)
     servable = core.manager.get(name, version, label)
     key, signature_def = servable.signature(signature_name)
+    if record is not None:
+        record.served_by(servable, key)
     if signature_def.method_name != method:
         raise invalid(
             f"Expected {method.rsplit('/', 1)[1]} signature method_name to be {method}. "
@@ -151,9 +171,9 @@ def _text(value):
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def classify(core, request):
+def classify(core, request, record=None):
     """A ClassificationRequest -> ClassificationResponse (`classes` and/or `scores` outputs)."""
-    servable, key, outputs = _examples_run(core, request, CLASSIFY_METHOD)
+    servable, key, outputs = _examples_run(core, request, CLASSIFY_METHOD, record)
     response = classification_pb2.ClassificationResponse()
     _fill_spec(response.model_spec, servable, key)
     scores, classes = outputs.get("scores"), outputs.get("classes")
@@ -171,9 +191,9 @@ def classify(core, request):
     return response
 
 
-def regress(core, request):
+def regress(core, request, record=None):
     """A RegressionRequest -> RegressionResponse (the `outputs` output, one value per example)."""
-    servable, key, outputs = _examples_run(core, request, REGRESS_METHOD)
+    servable, key, outputs = _examples_run(core, request, REGRESS_METHOD, record)
     response = regression_pb2.RegressionResponse()
     _fill_spec(response.model_spec, servable, key)
     for value in np.reshape(outputs["outputs"], (-1,)):
@@ -187,8 +207,8 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
     def __init__(self, core):
         self.core = core
 
-    @_guarded
-    def GetModelStatus(self, request, context):
+    @_guarded("status")
+    def GetModelStatus(self, request, context, record):
         spec = request.model_spec
         if not spec.name:
             raise invalid("model_spec.name is empty: name the model to use")
@@ -202,8 +222,8 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
             entry.status.error_message = error
         return response
 
-    @_guarded
-    def HandleReloadConfigRequest(self, request, context):
+    @_guarded("reload_config")
+    def HandleReloadConfigRequest(self, request, context, record):
         raise ServingError(
             grpc.StatusCode.UNIMPLEMENTED,
             "HandleReloadConfigRequest is not supported: restart the server with the new --model_config_file",

@@ -4,7 +4,8 @@ Every `poll_seconds` the manager lists each model's base path. For TF
 Serving's version policies (latest N by default, all, specific) it loads the
 versions it should serve that are not loaded yet, and only then drops the ones
 it should no longer serve, so requests never find no version. A version that
-fails to load is reported (status END with the error) and skipped: the
+fails to load (or to replay its warm-up requests,
+`assets.extra/tf_serving_warmup_requests`) is reported (status END with the error) and skipped: the
 versions already serving keep serving, and the broken one is retried once its
 files change. In-flight requests hold their own reference to the servable
 they started on, so a swap never fails them.
@@ -216,6 +217,12 @@ class ModelManager:
         log.info("Loading servable version {name: %s version: %d} from %s", name, version, path)
         try:
             servable = self._factory(name, version, path)
+            warm_up = getattr(servable, "warm_up", None)
+            if warm_up is not None:
+                replayed = warm_up()
+                if replayed:
+                    log.info("Warmed up servable version {name: %s version: %d} with %d requests",
+                             name, version, replayed)
         except Exception as error:  # a broken version must never take the server down
             message = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
             with self._lock:

@@ -1,4 +1,4 @@
-"""TF Serving's REST API over a `ServingCore`, on the standard library's threaded HTTP server.
+"""TF Serving's REST API over a `ServingCore`, on aiohttp's HTTP server.
 
 Routes (as TF Serving's):
 
@@ -11,20 +11,27 @@ Routes (as TF Serving's):
   signatures with those methods; answers `{"results": ...}`.
 
 Errors answer `{"error": message}` with the HTTP status TF Serving uses for
-the gRPC code.
+the gRPC code. With `--monitoring_config_file`, Prometheus metrics are served
+at the configured path (see `keras_relmem.serving.metrics`).
 """
 
+import asyncio
 import base64
-import http.server
+import concurrent.futures
 import json
 import logging
+import os
 import re
+import threading
 
 import grpc
 import numpy as np
+import prometheus_client
+from aiohttp import web
 from google.protobuf import json_format
 
 from keras_relmem.serving.errors import ServingError, invalid
+from keras_relmem.serving.metrics import RequestRecord
 
 log = logging.getLogger("keras_relmem.serving")
 
@@ -143,7 +150,11 @@ def _example(index, features):
         values = _decode_b64(value if isinstance(value, list) else [value])
         feature = example.features.feature[name]
         if all(isinstance(v, (bytes, str)) for v in values):
-            feature.bytes_list.value.extend(v.encode("utf-8") if isinstance(v, str) else v for v in values)
+            try:
+                feature.bytes_list.value.extend(v.encode("utf-8") if isinstance(v, str) else v for v in values)
+            except UnicodeEncodeError as error:
+                raise invalid(f"examples[{index}] feature {name}: a string is not valid Unicode "
+                              f"({error.reason} at character {error.start})") from None
         elif all(isinstance(v, int) and not isinstance(v, bool) for v in values):
             feature.int64_list.value.extend(values)
         elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
@@ -153,7 +164,7 @@ def _example(index, features):
     return example
 
 
-def examples_call(core, match, body):
+def examples_call(core, match, body, record=None):
     """`:classify` / `:regress` with `{"signature_name", "examples": [...]}` as TF Serving's REST API."""
     from tensorflow_serving.apis import classification_pb2, regression_pb2
 
@@ -170,15 +181,18 @@ def examples_call(core, match, body):
         request.model_spec.version.value = int(match["version"])
     if match["label"]:
         request.model_spec.version_label = match["label"]
-    request.model_spec.signature_name = body.get("signature_name", "")
+    signature_name = body.get("signature_name", "")
+    if not isinstance(signature_name, str):
+        raise invalid("signature_name must be a string")
+    request.model_spec.signature_name = signature_name
     for index, features in enumerate(body["examples"]):
         request.input.example_list.examples.add().CopyFrom(_example(index, features))
     if kind == "regress":
-        return {"results": [r.value for r in regress(core, request).result.regressions]}
+        return {"results": [r.value for r in regress(core, request, record).result.regressions]}
     return {
         "results": [
             [[c.label, c.score] for c in result.classes]
-            for result in classify(core, request).result.classifications
+            for result in classify(core, request, record).result.classifications
         ]
     }
 
@@ -196,141 +210,330 @@ def status_json(entries):
     }
 
 
-class RestHandler(http.server.BaseHTTPRequestHandler):
-    """One HTTP request; `server.core` and `server.max_request_bytes` come from `RestServer`."""
-
-    protocol_version = "HTTP/1.1"
-    server_version = "keras-relmem-serving"
-
-    def log_message(self, format, *args):  # route through logging, not stderr
-        log.debug("%s - %s", self.address_string(), format % args)
-
-    def _send(self, status, payload):
-        body = json.dumps(payload).encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _route(self):
-        match = _ROUTE.match(self.path.split("?", 1)[0])
-        if not match:
-            raise ServingError(
-                grpc.StatusCode.NOT_FOUND,
-                f"Malformed request: {self.command} {self.path} (expected /v1/models/<name>"
-                "[/versions/<v>][/metadata|:predict])",
-            )
-        return match
-
-    def _handle(self, action):
-        try:
-            self._send(200, action())
-        except ServingError as error:
-            self._send(error.http_status, {"error": error.message})
-        except Exception as error:  # never let a request take the server down
-            log.exception("REST %s %s failed", self.command, self.path)
-            self._send(500, {"error": f"{type(error).__name__}: {error}"})
-
-    def do_GET(self):
-        def action():
-            match = self._route()
-            if match["verb"]:
-                raise invalid(f"{match['verb']} needs POST")
-            core = self.server.core
-            name, version, label = match["name"], match["version"], match["label"]
-            if match["metadata"]:
-                servable, signature_map = core.metadata(name, version, label)
-                return {
-                    "model_spec": {"name": servable.name, "signature_name": "", "version": str(servable.version)},
-                    "metadata": {
-                        "signature_def": json_format.MessageToDict(
-                            signature_map, preserving_proto_field_name=True
-                        )
-                    },
-                }
-            if label:
-                version = core.manager.get(name, None, label).version
-            return status_json(core.manager.status(name, version))
-
-        self._handle(action)
-
-    def do_POST(self):
-        def action():
-            match = self._route()
-            header = self.headers.get("Content-Length")
-            if header is None:
-                self.close_connection = True
-                raise ServingError(grpc.StatusCode.INVALID_ARGUMENT,
-                                   "the request needs a Content-Length header (chunked bodies are not read)",
-                                   http_status=411)
-            try:
-                length = int(header)
-                if length < 0:
-                    raise ValueError(header)
-            except ValueError:
-                self.close_connection = True
-                raise invalid(f"Content-Length {header!r} is not a byte count") from None
-            if length > self.server.max_request_bytes:
-                # Drain the body in chunks (never held in memory) so the
-                # client can read the answer, then close the connection.
-                remaining = length
-                while remaining > 0:
-                    chunk = self.rfile.read(min(remaining, 1 << 20))
-                    if not chunk:
-                        break
-                    remaining -= len(chunk)
-                self.close_connection = True
-                raise ServingError(
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    f"request of {length} bytes is larger than the server's maximum of "
-                    f"{self.server.max_request_bytes} bytes (--max_request_bytes)",
-                    http_status=413,
-                )
-            raw = self.rfile.read(length)
-            if not match["verb"]:
-                raise invalid(f"POST {self.path}: add :predict, :classify or :regress")
-            try:
-                body = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as error:
-                raise invalid(f"JSON Parse error: {error}") from error
-            except RecursionError:
-                raise invalid("JSON Parse error: nested too deeply") from None
-            core = self.server.core
-            if match["verb"] in ("classify", "regress"):
-                return examples_call(core, match, body)
-            signature_name, payload, row_format = parse_predict(body)
-            servable = core.manager.get(match["name"], match["version"], match["label"])
-            key, _ = servable.signature(signature_name)
-            inputs = columns(payload, row_format, list(servable.input_specs[key]))
-            _, _, outputs = core.predict_on(servable, key, inputs, exact_dtypes=False)
-            return predict_response(outputs, row_format)
-
-        self._handle(action)
+_OPEN, _CLOSE = np.frombuffer(b"[{", np.uint8), np.frombuffer(b"]}", np.uint8)
 
 
-class RestServer(http.server.ThreadingHTTPServer):
-    """The REST front end (one thread per connection).
+def json_depth(raw):
+    """How deeply a JSON text nests arrays and objects, read off the bytes without parsing them.
 
-    Args:
-        address: `(host, port)`.
-        core: the `ServingCore`.
-        max_request_bytes: larger bodies are refused with 413.
+    Brackets inside strings do not count; a quote preceded by an odd run of
+    backslashes is inside its string. NumPy makes this a few passes over the
+    bytes, so a body can be refused before `json.loads` and the recursive
+    conversions after it spend time (or stack) on it.
 
     Example:
 
     ```python
-    rest = RestServer(("127.0.0.1", 8501), core, 64 << 20)
-    threading.Thread(target=rest.serve_forever, daemon=True).start()
+    >>> json_depth(b'{"instances": [[1, 2], [3, "[[["]]}')
+    3
+
+    ```
+    """
+    codes = np.frombuffer(raw, np.uint8)
+    if not codes.size:
+        return 0
+    index = np.arange(codes.size)
+    backslash = codes == ord("\\")
+    # For each position, the index of the last byte that is not a backslash.
+    last_plain = np.maximum.accumulate(np.where(backslash, -1, index))
+    quotes = np.flatnonzero(codes == ord('"'))
+    run = np.where(quotes > 0, (quotes - 1) - last_plain[np.maximum(quotes - 1, 0)], 0)
+    real = quotes[run % 2 == 0]
+    toggles = np.zeros(codes.size, np.int8)
+    toggles[real] = 1
+    in_string = np.cumsum(toggles, dtype=np.int64) % 2 == 1
+    step = np.isin(codes, _OPEN).astype(np.int8) - np.isin(codes, _CLOSE).astype(np.int8)
+    step[in_string] = 0
+    return int(max(np.cumsum(step, dtype=np.int64).max(), 0))
+
+
+class _OneLineDebug(logging.Filter):
+    """aiohttp logs each malformed HTTP request (already answered 400) with a traceback: one debug line instead."""
+
+    def filter(self, record):
+        if not log.isEnabledFor(logging.DEBUG):
+            return False
+        error = record.exc_info[1] if record.exc_info else None
+        record.msg, record.args = f"{record.getMessage()}: {error!r}".replace("\n", " "), ()
+        record.exc_info = record.exc_text = None
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
+
+
+_http_log = logging.getLogger("keras_relmem.serving.http")
+_http_log.addFilter(_OneLineDebug())
+
+
+def _error_body(error):
+    return {"error": error.message}
+
+
+class RestServer:
+    """TF Serving's REST API over a `ServingCore`, on aiohttp's HTTP server.
+
+    aiohttp reads HTTP/1.1 properly where the standard library's server did
+    not (an unread body is drained before the next request on a keep-alive
+    connection, Nagle is off so keep-alive answers are not held back) and
+    closes connections idle, or stuck in their headers, for `timeout`
+    seconds. One event-loop thread holds every connection; model work runs on
+    `num_threads` worker threads, and at most `max_queued` more requests wait
+    for one (more get 503), so threads stay bounded whatever the load.
+
+    Limits answered before parsing gets expensive: a body over
+    `max_json_bytes` gets 413 without being read, JSON nested deeper than
+    `max_json_depth` gets 400 without being parsed, a body not received
+    within `timeout` gets 408, and an answer not ready within `timeout` gets
+    504 (DEADLINE_EXCEEDED, as `--rest_api_timeout_in_ms`).
+
+    Args:
+        address: `(host, port)`; port 0 picks a free one (see `server_address`).
+        core: the `ServingCore`.
+        max_request_bytes: the server-wide request cap (`--max_request_bytes`);
+            REST bodies are also capped at `max_json_bytes`, whichever is lower.
+        max_json_bytes: largest JSON body accepted (default 16 MiB).
+        max_json_depth: deepest nesting of JSON arrays/objects accepted.
+        timeout: seconds for a request to arrive and be answered, and for an
+            idle keep-alive connection to be closed.
+        num_threads: worker threads for model work (default 4 per CPU, as
+            `--rest_api_num_threads`).
+        max_queued: requests allowed to wait for a worker (default 16 per thread).
+        metrics: a `ServingMetrics` to count requests in, or None.
+        metrics_path: the route serving `metrics` in Prometheus' format, or None.
+
+    Example:
+
+    ```python
+    rest = RestServer(("127.0.0.1", 8501), core, 64 << 20).start()
+    ...
+    rest.stop()
     ```
     """
 
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, address, core, max_request_bytes):
-        super().__init__(address, RestHandler)
+    def __init__(self, address, core, max_request_bytes=64 << 20, *, max_json_bytes=16 << 20, max_json_depth=64,
+                 timeout=30.0, num_threads=None, max_queued=None, metrics=None, metrics_path=None):
         self.core = core
+        self.max_body_bytes = min(max_request_bytes, max_json_bytes)
         self.max_request_bytes = max_request_bytes
+        self.max_json_depth = max_json_depth
+        self.timeout = timeout
+        self.num_threads = num_threads or 4 * (os.cpu_count() or 1)
+        self.max_queued = 16 * self.num_threads if max_queued is None else max_queued
+        self.metrics = metrics
+        self.metrics_path = metrics_path
+        self._address = address
+        self.server_address = None
+        self._executor = concurrent.futures.ThreadPoolExecutor(self.num_threads, thread_name_prefix="rest-worker")
+        self._loop = None
+        self._thread = None
+        self._runner = None
+        self._slots = None
+        self._waiting = 0
+
+    # Life cycle -------------------------------------------------------------
+
+    def start(self):
+        """Bind and serve on a background thread; returns self once the port is open.
+
+        Raises:
+            OSError: the address cannot be bound.
+        """
+        ready = concurrent.futures.Future()
+        self._thread = threading.Thread(target=self._serve, args=(ready,), name="rest", daemon=True)
+        self._thread.start()
+        self.server_address = ready.result()
+        return self
+
+    def _serve(self, ready):
+        self._loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._open(ready))
+        except BaseException as error:  # report a failed bind to start()
+            if not ready.done():
+                ready.set_exception(error)
+            return
+        self._loop.run_forever()
+        # Whatever is left (connections the cleanup did not wait for) is cancelled, not leaked.
+        pending = asyncio.all_tasks(self._loop)
+        for task in pending:
+            task.cancel()
+        self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        self._loop.close()
+
+    async def _open(self, ready):
+        self._slots = asyncio.Semaphore(self.num_threads)
+        server = web.Server(
+            self._handle,
+            keepalive_timeout=self.timeout,
+            # Bad HTTP (not JSON) is answered 400 by aiohttp; keep its log quiet.
+            access_log=None,
+            logger=_http_log,
+            lingering_time=min(self.timeout, 10.0),
+        )
+        # In-flight requests get `timeout` to finish when the server stops.
+        self._runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=self.timeout)
+        await self._runner.setup()
+        host, port = self._address
+        site = web.TCPSite(self._runner, host, port, reuse_address=True, reuse_port=False)
+        try:
+            await site.start()
+        except OSError as error:
+            await self._runner.cleanup()
+            raise OSError(f"cannot bind REST to {host}:{port}: {error}") from error
+        ready.set_result(self._runner.addresses[0][:2])
+
+    def stop(self):
+        """Stop accepting, finish what is in flight (up to `timeout`), close every connection."""
+        if self._loop is not None and self._loop.is_running():
+            closing = asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop)
+            try:
+                closing.result(timeout=self.timeout + 5)
+            except (concurrent.futures.TimeoutError, RuntimeError) as error:
+                log.warning("REST shutdown did not finish cleanly: %r", error)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=self.timeout + 5)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # Requests ---------------------------------------------------------------
+
+    async def _handle(self, request):
+        if self.metrics_path and request.path == self.metrics_path:
+            if request.method != "GET":
+                return self._json(405, {"error": f"{request.method} {self.metrics_path}: use GET"})
+            body = await self._loop.run_in_executor(self._executor, self.metrics.exposition)
+            return web.Response(body=body, headers={"Content-Type": prometheus_client.CONTENT_TYPE_LATEST})
+        match = _ROUTE.match(request.path)
+        api = (match["verb"] or ("metadata" if match["metadata"] else "status")) if match else "unknown"
+        record = RequestRecord("REST", api, self.metrics)
+        if match:
+            record.model = match["name"]
+        phase = "reading the request"
+        try:
+            async with asyncio.timeout(self.timeout):
+                if not match:
+                    raise ServingError(
+                        grpc.StatusCode.NOT_FOUND,
+                        f"Malformed request: {request.method} {request.path_qs} (expected /v1/models/<name>"
+                        "[/versions/<v>][/metadata|:predict])",
+                    )
+                if request.method == "POST":
+                    raw = await self._read_body(request)
+                    phase = "answering"
+                    payload = await self._run(self._post, match, raw, record)
+                elif request.method == "GET":
+                    phase = "answering"
+                    payload = await self._run(self._get, match, record)
+                else:
+                    raise ServingError(grpc.StatusCode.UNIMPLEMENTED,
+                                       f"{request.method} is not supported: use GET or POST", http_status=405)
+            record.finish("OK")
+            return self._json(200, payload)
+        except ServingError as error:
+            record.finish(error.code.name)
+            return self._json(error.http_status, _error_body(error), close=error.close_connection)
+        except TimeoutError:
+            if phase == "reading the request":
+                record.finish("DEADLINE_EXCEEDED")
+                return self._json(408, {"error": f"the request body did not arrive within {self.timeout:g} s"},
+                                  close=True)
+            record.finish("DEADLINE_EXCEEDED")
+            return self._json(504, {"error": f"Deadline Exceeded: no answer within {self.timeout:g} s "
+                                             "(--rest_api_timeout_in_ms)"})
+        except Exception as error:  # never let a request take the server down
+            log.error("REST %s %s failed: %s: %s", request.method, request.path, type(error).__name__, error)
+            log.debug("REST failure", exc_info=True)
+            record.finish("INTERNAL")
+            return self._json(500, {"error": f"{type(error).__name__}: {error}"})
+
+    @staticmethod
+    def _json(status, payload, close=False):
+        response = web.Response(
+            body=json.dumps(payload).encode("utf-8"), status=status, content_type="application/json"
+        )
+        if close:
+            response.force_close()
+        return response
+
+    async def _read_body(self, request):
+        """The body, refused with 411/413 before any of it is held when its size is wrong."""
+        chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+        length = request.content_length
+        if length is None and not chunked:
+            raise ServingError(grpc.StatusCode.INVALID_ARGUMENT,
+                               "the request needs a Content-Length header (or chunked transfer encoding)",
+                               http_status=411, close_connection=True)
+        too_large = ServingError(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            f"request of {length if length is not None else 'more than ' + str(self.max_body_bytes)} bytes is "
+            f"larger than the server's maximum of {self.max_body_bytes} bytes for a REST body "
+            "(--rest_api_max_json_bytes, --max_request_bytes)",
+            http_status=413, close_connection=True,
+        )
+        if length is not None and length > self.max_body_bytes:
+            raise too_large
+        chunks, size = [], 0
+        while True:
+            chunk = await request.content.readany()
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise too_large
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _run(self, function, *args):
+        """`function(*args)` on a worker thread; waits for a free worker, 503 when too many already wait."""
+        if self._waiting >= self.max_queued:
+            raise ServingError(grpc.StatusCode.UNAVAILABLE,
+                               f"server busy: {self._waiting} requests are waiting for a worker")
+        self._waiting += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self._waiting -= 1
+        future = self._loop.run_in_executor(self._executor, function, *args)
+        # The slot frees when the work ends, not when a timed-out caller stops waiting.
+        future.add_done_callback(lambda _: self._slots.release())
+        return await asyncio.shield(future)
+
+    def _get(self, match, record):
+        if match["verb"]:
+            raise invalid(f"{match['verb']} needs POST")
+        core = self.core
+        name, version, label = match["name"], match["version"], match["label"]
+        if match["metadata"]:
+            servable, signature_map = core.metadata(name, version, label)
+            record.served_by(servable, "")
+            return {
+                "model_spec": {"name": servable.name, "signature_name": "", "version": str(servable.version)},
+                "metadata": {
+                    "signature_def": json_format.MessageToDict(signature_map, preserving_proto_field_name=True)
+                },
+            }
+        if label:
+            version = core.manager.get(name, None, label).version
+        return status_json(core.manager.status(name, version))
+
+    def _post(self, match, raw, record):
+        if not match["verb"]:
+            raise invalid(f"POST {match.string}: add :predict, :classify or :regress")
+        depth = json_depth(raw)
+        if depth > self.max_json_depth:
+            raise invalid(f"JSON Parse error: nested too deeply ({depth} levels; at most {self.max_json_depth})")
+        try:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise invalid(f"JSON Parse error: {error}") from error
+        except RecursionError:
+            raise invalid("JSON Parse error: nested too deeply") from None
+        core = self.core
+        if match["verb"] in ("classify", "regress"):
+            return examples_call(core, match, body, record)
+        signature_name, payload, row_format = parse_predict(body)
+        servable = core.manager.get(match["name"], match["version"], match["label"])
+        key, _ = servable.signature(signature_name)
+        record.served_by(servable, key)
+        inputs = columns(payload, row_format, list(servable.input_specs[key]))
+        _, _, outputs = core.predict_on(servable, key, inputs, exact_dtypes=False)
+        return predict_response(outputs, row_format)

@@ -4,6 +4,8 @@ The server never imports the code that built a model: it loads the SavedModel
 with `tf.saved_model.load` and calls its signatures, as TF Serving does.
 """
 
+import pathlib
+
 import grpc
 import numpy as np
 import tensorflow as tf
@@ -11,6 +13,8 @@ from tensorflow.python.saved_model import loader_impl
 
 from keras_relmem.serving.errors import ServingError, invalid
 
+WARMUP_FILE = ("assets.extra", "tf_serving_warmup_requests")
+MAX_WARMUP_RECORDS = 1000  # TF Serving refuses files with more
 CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
 
@@ -102,6 +106,49 @@ class Servable:
             checked[alias] = _check_tensor(alias, value, spec, exact_dtypes)
         return checked
 
+    def warm_up(self):
+        """Replay `assets.extra/tf_serving_warmup_requests` as TF Serving does; returns the count.
+
+        Each record is a `PredictionLog` (predict, classify or regress); the
+        version becomes AVAILABLE only after they ran, so its first real
+        requests do not pay for graph optimisation. A record that fails makes
+        the load fail (as in TF Serving): the previous version keeps serving.
+
+        Raises:
+            ValueError: naming the file and the record that failed.
+        """
+        from tensorflow_serving.apis import prediction_log_pb2
+
+        path = pathlib.Path(self.path, *WARMUP_FILE)
+        if not path.is_file():
+            return 0
+        count = 0
+        for count, raw in enumerate(tf.data.TFRecordDataset(str(path)).as_numpy_iterator(), start=1):
+            if count > MAX_WARMUP_RECORDS:
+                raise ValueError(f"{path}: more than {MAX_WARMUP_RECORDS} warm-up records")
+            try:
+                self._replay(prediction_log_pb2.PredictionLog.FromString(raw))
+            except (ServingError, ValueError, TypeError) as error:
+                raise ValueError(f"{path}: warm-up record {count} failed: {error}") from None
+        return count
+
+    def _replay(self, log):
+        kind = log.WhichOneof("log_type")
+        if kind == "predict_log":
+            request = log.predict_log.request
+            key, _ = self.signature(request.model_spec.signature_name)
+            inputs = {alias: tf.make_ndarray(proto) for alias, proto in request.inputs.items()}
+            self.call(key, self.check_inputs(key, inputs), tuple(request.output_filter))
+        elif kind in ("classify_log", "regress_log"):
+            request = getattr(log, kind).request
+            key, signature_def = self.signature(request.model_spec.signature_name)
+            examples = request.input.example_list.examples
+            serialized = np.array([e.SerializeToString() for e in examples], dtype=object)
+            (alias,) = signature_def.inputs.keys()
+            self.call(key, self.check_inputs(key, {alias: serialized}))
+        else:
+            raise ValueError(f"warm-up of {kind or 'an empty log'} is not supported")
+
     def check_outputs(self, signature_name, output_filter):
         """Every requested output alias exists in the signature (INVALID_ARGUMENT otherwise)."""
         key, signature_def = self.signature(signature_name)
@@ -115,7 +162,8 @@ class Servable:
     def call(self, key, checked, output_filter=()):
         """Run signature `key` on inputs `check_inputs` returned; `{output alias: np.ndarray}`."""
         try:
-            outputs = self._functions[key](**checked)
+            # Tensors, not arrays: the signature's own conversion of NumPy inputs costs more.
+            outputs = self._functions[key](**{alias: tf.constant(value) for alias, value in checked.items()})
         except (tf.errors.InvalidArgumentError, ValueError, TypeError) as error:
             raise invalid(f"{key}: {_first_line(error)}") from error
         except tf.errors.OpError as error:
@@ -143,16 +191,21 @@ def _check_tensor(alias, value, spec, exact_dtypes=True):
     if dtype == tf.string:
         if value.dtype.kind not in "SUO":
             raise invalid(f"Expects arg {alias} to be string but {value.dtype} is provided")
-        if value.dtype.kind == "U":
-            value = np.char.encode(value, "utf-8")
-        elif value.dtype.kind == "O":
-            try:
+        try:
+            if value.dtype.kind == "U":
+                value = np.char.encode(value, "utf-8")
+            elif value.dtype.kind == "O":
                 value = np.vectorize(
                     lambda item: item.encode("utf-8") if isinstance(item, str) else bytes(item),
                     otypes=[object],
                 )(value) if value.size else value.astype(object)
-            except TypeError as error:
-                raise invalid(f"input {alias}: expected strings ({error})") from error
+        except UnicodeEncodeError as error:
+            # JSON's "\ud800" escapes decode to lone surrogates, which UTF-8 cannot hold.
+            raise invalid(
+                f"input {alias}: a string is not valid Unicode ({error.reason} at character {error.start})"
+            ) from None
+        except TypeError as error:
+            raise invalid(f"input {alias}: expected strings ({error})") from error
     else:
         expected = np.dtype(dtype.as_numpy_dtype)
         if value.dtype != expected:

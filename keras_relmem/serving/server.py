@@ -30,6 +30,7 @@ from keras_relmem.serving.batching import parse_batching_parameters
 from keras_relmem.serving.core import ServingCore
 from keras_relmem.serving.grpc_api import ModelService, PredictionService
 from keras_relmem.serving.manager import ModelManager
+from keras_relmem.serving.metrics import ServingMetrics, read_monitoring_config
 from keras_relmem.serving.rest_api import RestServer
 
 log = logging.getLogger("keras_relmem.serving")
@@ -60,6 +61,22 @@ def build_parser():
         help="largest request accepted over gRPC and REST (default 64 MiB)",
     )
     parser.add_argument("--grpc_max_threads", type=int, default=32, help="gRPC worker threads (default 32)")
+    parser.add_argument(
+        "--rest_api_timeout_in_ms", type=int, default=30000,
+        help="REST: a request must arrive and be answered within this time (504/408 otherwise), and idle "
+             "keep-alive connections close after it (default 30000)",
+    )
+    parser.add_argument("--rest_api_num_threads", type=int, default=None,
+                        help="REST worker threads for model work (default 4 per CPU)")
+    parser.add_argument("--rest_api_max_json_bytes", type=int, default=16 << 20,
+                        help="largest REST JSON body; larger ones get 413 unread (default 16 MiB)")
+    parser.add_argument("--rest_api_max_json_depth", type=int, default=64,
+                        help="deepest JSON nesting accepted over REST; deeper gets 400 unparsed (default 64)")
+    parser.add_argument(
+        "--monitoring_config_file",
+        help="MonitoringConfig text proto; prometheus_config { enable: true path: \"...\" } serves "
+             "Prometheus metrics on the REST port at that path",
+    )
     parser.add_argument("--verbose", action="store_true", help="log every REST request")
     return parser
 
@@ -117,6 +134,21 @@ def batching_options(args):
     return options
 
 
+def rest_options_from(args):
+    """`RestServer` keyword arguments from the `--rest_api_*` flags (ValueError naming a bad one)."""
+    for flag in ("rest_api_timeout_in_ms", "rest_api_max_json_bytes", "rest_api_max_json_depth"):
+        if getattr(args, flag) < 1:
+            raise ValueError(f"--{flag} must be >= 1; got {getattr(args, flag)}")
+    if args.rest_api_num_threads is not None and args.rest_api_num_threads < 1:
+        raise ValueError(f"--rest_api_num_threads must be >= 1; got {args.rest_api_num_threads}")
+    return {
+        "timeout": args.rest_api_timeout_in_ms / 1000,
+        "num_threads": args.rest_api_num_threads,
+        "max_json_bytes": args.rest_api_max_json_bytes,
+        "max_json_depth": args.rest_api_max_json_depth,
+    }
+
+
 class ModelServer:
     """The gRPC server (PredictionService, ModelService, health) and the optional REST server.
 
@@ -126,6 +158,10 @@ class ModelServer:
         rest_api_port: REST port, 0 for none (-1 picks a free one; see `.rest_port`).
         host: address to bind.
         poll_seconds, batching, max_request_bytes, max_threads: as the flags.
+        rest_options: keyword arguments for `RestServer` (`timeout`,
+            `num_threads`, `max_json_bytes`, `max_json_depth`).
+        metrics_path: serve Prometheus metrics at this REST path (None: no
+            metrics; as `--monitoring_config_file`). Needs a REST port.
 
     Example:
 
@@ -137,10 +173,13 @@ class ModelServer:
     """
 
     def __init__(self, configs, port=8500, rest_api_port=0, host="127.0.0.1", poll_seconds=1.0,
-                 batching=None, max_request_bytes=64 << 20, max_threads=32):
+                 batching=None, max_request_bytes=64 << 20, max_threads=32, rest_options=None, metrics_path=None):
+        if metrics_path and not rest_api_port:
+            raise ValueError("Prometheus metrics are served on the REST port: give --rest_api_port too")
         self.host = host
         self.manager = ModelManager(configs, poll_seconds)
         self.core = ServingCore(self.manager, batching)
+        self.core.metrics = ServingMetrics() if metrics_path else None
         self.health = health.HealthServicer()
         self._grpc = grpc.server(
             concurrent.futures.ThreadPoolExecutor(max_workers=max_threads),
@@ -165,8 +204,8 @@ class ModelServer:
         self._rest = None
         self.rest_port = None
         if rest_api_port:
-            self._rest = RestServer((host, max(rest_api_port, 0)), self.core, max_request_bytes)
-            self.rest_port = self._rest.server_address[1]
+            self._rest = RestServer((host, max(rest_api_port, 0)), self.core, max_request_bytes,
+                                    metrics=self.core.metrics, metrics_path=metrics_path, **(rest_options or {}))
         self.manager.listeners.append(self._update_health)
         self._update_health()
 
@@ -185,8 +224,13 @@ class ModelServer:
         self._grpc.start()
         log.info("Running gRPC ModelServer at %s:%d ...", self.host, self.port)
         if self._rest is not None:
+            try:
+                self.rest_port = self._rest.start().server_address[1]
+            except OSError:
+                self._grpc.stop(0)
+                self.manager.stop()
+                raise
             log.info("Exporting HTTP/REST API at %s:%d ...", self.host, self.rest_port)
-            threading.Thread(target=self._rest.serve_forever, name="rest", daemon=True).start()
         return self
 
     def wait(self):
@@ -197,8 +241,7 @@ class ModelServer:
         self.manager.stop()
         self.health.enter_graceful_shutdown()
         if self._rest is not None:
-            self._rest.shutdown()
-            self._rest.server_close()
+            self._rest.stop()
         self._grpc.stop(grace).wait()
         self.core.close()
 
@@ -210,6 +253,10 @@ def main(argv=None):
     try:
         configs = model_configs(args)
         batching = batching_options(args)
+        metrics_path = read_monitoring_config(args.monitoring_config_file) if args.monitoring_config_file else None
+        rest_options = rest_options_from(args)
+        if metrics_path and not args.rest_api_port:
+            raise ValueError("--monitoring_config_file: metrics are served on the REST port; give --rest_api_port")
     except (ValueError, OSError) as error:
         parser.error(str(error))
     if args.verbose:
@@ -218,6 +265,7 @@ def main(argv=None):
         configs, port=args.port, rest_api_port=args.rest_api_port, host=args.host,
         poll_seconds=args.file_system_poll_wait_seconds, batching=batching,
         max_request_bytes=args.max_request_bytes, max_threads=args.grpc_max_threads,
+        rest_options=rest_options, metrics_path=metrics_path,
     )
     server.start()
     # The ports are printed on stdout too, so scripts and tests can pick up port 0's choice.

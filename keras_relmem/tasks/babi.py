@@ -225,6 +225,7 @@ def train_one(args, tasks, workdir, strategy):
         base = args.export_dir or os.path.join(args.workdir, "export")
         name = f"babi_{args.model}_" + ("joint" if len(tasks) > 1 else f"qa{tasks[0]}")
         exported = str(export.export_babi(model, data, base, name=name))
+        export.announce(exported)
     return model, data, accuracy, seconds, exported
 
 

@@ -122,6 +122,7 @@ def run(argv=None):
         serving.set_weights(model.get_weights())
         base = args.export_dir or os.path.join(args.workdir, "export")
         results["export"] = str(export.export_lm(serving, corpus.vocab, base, name=f"lm_{args.model}_{args.corpus}"))
+        export.announce(results["export"])
     if distribute.is_chief():
         training.write_json(pathlib.Path(args.workdir) / "results.json", results)
     return results

@@ -38,6 +38,9 @@ def test_tiny_run_writes_table_json_and_a_servable_export(model, tmp_path, capsy
     export_dir = pathlib.Path(summary["exports"]["qa1"])
     assert export_dir.parent.name == f"babi_{model}_qa1" and export_dir.name == "1"
     assert (export_dir / "assets" / "vocab.txt").is_file()
+    # The run says where it exported and the command that serves it.
+    assert f"Exported the SavedModel to {export_dir}" in out
+    assert f"--model_name=babi_{model}_qa1 --model_base_path={export_dir.parent.resolve()}" in out
 
     # The SavedModel answers in a fresh process that cannot import keras_relmem,
     # with the predictions of the checkpointed model.

@@ -1,0 +1,305 @@
+"""Soak test of `serving/server.py`: bounded mixed good/bad load, hot swaps, a corrupt version, slow clients.
+
+Exports an (untrained) bAbI EntNet as `babi` and an LSTM language model as
+`lm`, starts the server in its own process (REST timeout 5 s, Prometheus on),
+then:
+
+1. batch-1 latency, sequentially: in-process signature call vs gRPC, and REST
+   on a keep-alive connection vs a fresh connection per request;
+2. every bad kind of `keras_relmem.serving.soak` once (expected vs got);
+3. `--threads` clients send `--requests` mixed requests (`--bad-fraction`
+   bad, half gRPC, half REST, REST half keep-alive). During the load: a new
+   babi version *without* its warm-up file, a corrupt version, and a new
+   version *with* warm-up (TF Serving's `assets.extra` requests), so the
+   swap latency with and without warm-up is measured side by side; and 50
+   slow-loris sockets that must be closed after the timeout;
+4. the server's RSS, threads and open files sampled every 0.5 s, and after
+   the load; then SIGTERM, which must exit 0.
+
+Prints good-request failures, codes per bad kind, p50/p99 per path, swap
+latencies, tracebacks on the server's stderr, and writes all of it as JSON.
+
+    KERAS_RELMEM_DATA=../shared/data python bench/serving_soak.py --requests 10000 \\
+        --out bench/results/serving_soak.json
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from keras_relmem.serving import soak  # noqa: E402
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+TIMEOUT_MS = 5000
+
+
+def export_models(base):
+    """Export babi (version 1) and lm; returns the catalogue's `Shapes`."""
+    from keras_relmem import export
+    from keras_relmem.data import babi
+    from keras_relmem.data.vocab import Vocabulary
+    from keras_relmem.models import babi_qa, language_model
+
+    data = babi.load_babi([1])
+    model = babi_qa.build_babi_model("entnet", len(data.vocab), len(data.answer_vocab), data.story_length,
+                                     data.sentence_length, data.query_length)
+    export.export_babi(model, data, base, name="babi")
+    words = "<eos> the company said it will sell shares of its stock to a new investor group".split()
+    vocab = Vocabulary(words, pad_token=None, oov_token="<unk>")
+    export.export_lm(language_model.build_language_model("lstm", len(vocab), embedding_dim=8, units=8), vocab,
+                     base, name="lm")
+    return soak.Shapes(data.story_length, data.sentence_length, data.query_length, len(data.vocab), len(vocab))
+
+
+def start_server(base, stderr_path):
+    config = base / "models.config"
+    config.write_text("model_config_list {\n" + "".join(
+        f'  config {{ name: "{n}" base_path: "{base / n}" model_platform: "tensorflow" }}\n' for n in ("babi", "lm")
+    ) + "}\n")
+    monitoring = base / "monitoring.config"
+    monitoring.write_text('prometheus_config { enable: true, path: "/monitoring/prometheus/metrics" }\n')
+    with socket.socket() as probe:  # --rest_api_port 0 means no REST: pick a free port
+        probe.bind(("127.0.0.1", 0))
+        rest_port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, str(REPO / "serving" / "server.py"), "--port", "0", "--rest_api_port", str(rest_port),
+         "--model_config_file", str(config), "--file_system_poll_wait_seconds", "0.5",
+         "--rest_api_timeout_in_ms", str(TIMEOUT_MS), "--monitoring_config_file", str(monitoring)],
+        stdout=subprocess.PIPE, stderr=open(stderr_path, "w"), text=True,
+    )
+    for line in process.stdout:
+        if line.startswith("SERVING"):
+            ports = dict(part.split("=") for part in line.split()[1:])
+            return process, int(ports["grpc"]), int(ports["rest"])
+    raise RuntimeError(f"the server exited: see {stderr_path}")
+
+
+def process_sample(pid):
+    status = pathlib.Path(f"/proc/{pid}/status").read_text()
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    return {
+        "rss_mb": round(int(fields["VmRSS"].split()[0]) / 1024, 1),
+        "threads": int(fields["Threads"]),
+        "open_files": len(os.listdir(f"/proc/{pid}/fd")),
+    }
+
+
+def wait_for_version(client, version, seconds=120):
+    """Seconds until babi `version` is AVAILABLE, or None if it never is."""
+    started = time.monotonic()
+    call = soak.RestCall("status", method="GET", path=f"/v1/models/babi/versions/{version}")
+    while time.monotonic() - started < seconds:
+        status, body = client.rest(call, keep_alive=False)
+        if status == 200 and b'"AVAILABLE"' in body:
+            return time.monotonic() - started
+        if status == 200 and b'"END"' in body:
+            return None
+        time.sleep(0.05)
+    return None
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=10000, help="mixed requests in the load phase")
+    parser.add_argument("--threads", type=int, default=8, help="client threads")
+    parser.add_argument("--bad-fraction", type=float, default=0.4)
+    parser.add_argument("--slow-sockets", type=int, default=50)
+    parser.add_argument("--out", default="bench/results/serving_soak.json")
+    args = parser.parse_args(argv)
+
+    work = pathlib.Path(tempfile.mkdtemp(prefix="serving-soak-"))
+    shapes = export_models(work)
+    stderr_path = work / "server.stderr"
+    process, grpc_port, rest_port = start_server(work, stderr_path)
+    result = {"arguments": vars(args), "rest_timeout_ms": TIMEOUT_MS}
+    try:
+        client = soak.Client("127.0.0.1", grpc_port, rest_port)
+        result["idle_before"] = process_sample(process.pid)
+
+        # 1. Sequential batch-1 latency.
+        import tensorflow as tf
+
+        signature = tf.saved_model.load(str(work / "babi" / "1")).signatures["serving_default"]
+        story, query = shapes.ids()
+        in_process = soak.sequential_latency(lambda: signature(story=tf.constant(story), query=tf.constant(query)))
+        ids_grpc = soak.good_grpc_calls(shapes)[0]
+        ids_rest = soak.good_rest_calls(shapes)[1]
+        result["sequential_p50_ms"] = {
+            "in_process": in_process * 1e3,
+            "grpc": soak.sequential_latency(lambda: client.grpc(ids_grpc)) * 1e3,
+            "rest_keep_alive": soak.sequential_latency(lambda: client.rest(ids_rest, keep_alive=True)) * 1e3,
+            "rest_fresh_connection": soak.sequential_latency(lambda: client.rest(ids_rest, keep_alive=False)) * 1e3,
+        }
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        health = health_pb2_grpc.HealthStub(client._channel)
+        # The transport's floor: a gRPC call that does no model work.
+        result["sequential_p50_ms"]["grpc_health_check"] = soak.sequential_latency(
+            lambda: health.Check(health_pb2.HealthCheckRequest(service="babi"), timeout=10)) * 1e3
+        result["grpc_over_in_process"] = result["sequential_p50_ms"]["grpc"] / result["sequential_p50_ms"]["in_process"]
+
+        # 2. The catalogue once.
+        catalogue = {}
+        for call in soak.bad_rest_calls(shapes, 16 << 20):
+            catalogue[call.kind] = {"expected": call.expect, "got": client.rest(call)[0]}
+        for call in soak.bad_grpc_calls(shapes, 64 << 20):
+            catalogue[call.kind] = {"expected": call.expect.name, "got": client.grpc(call).name}
+        result["catalogue"] = catalogue
+        result["catalogue_wrong"] = {k: v for k, v in catalogue.items() if v["expected"] != v["got"]}
+
+        # 3. Mixed load with swaps and slow sockets.
+        recorder, stop = soak.LoadRecorder(), threading.Event()
+        clients = [soak.Client("127.0.0.1", grpc_port, rest_port) for _ in range(args.threads)]
+        workers = [threading.Thread(target=soak.load_worker, args=(c, shapes, recorder, stop, seed, args.bad_fraction))
+                   for seed, c in enumerate(clients)]
+        samples, events = [], []
+        began = time.perf_counter()
+
+        def sampler():
+            while not stop.is_set():
+                samples.append({"t": round(time.perf_counter() - began, 2), **process_sample(process.pid)})
+                time.sleep(0.5)
+
+        sampling = threading.Thread(target=sampler)
+        sampling.start()
+        for worker in workers:
+            worker.start()
+
+        def at(fraction):
+            while recorder.count < fraction * args.requests:
+                time.sleep(0.05)
+
+        def swap(version, warm):
+            shutil.copytree(work / "babi" / "1", work / "babi" / f".{version}")
+            if not warm:
+                (work / "babi" / f".{version}" / "assets.extra" / "tf_serving_warmup_requests").unlink()
+            started = time.perf_counter() - began
+            os.rename(work / "babi" / f".{version}", work / "babi" / str(version))
+            waited = wait_for_version(client, version)
+            events.append({"event": f"version {version} ({'with' if warm else 'without'} warm-up)",
+                           "t": started, "available_after_s": waited})
+
+        at(0.2)
+        swap(2, warm=False)
+        at(0.4)
+        corrupt = work / "babi" / "3"
+        shutil.copytree(work / "babi" / "1", work / "babi" / ".3")
+        (work / "babi" / ".3" / "saved_model.pb").write_bytes(b"not a SavedModel")
+        os.rename(work / "babi" / ".3", corrupt)
+        events.append({"event": "version 3 (corrupt)", "t": time.perf_counter() - began})
+        time.sleep(2)
+        slow = []
+        for index in range(args.slow_sockets):
+            sock = socket.create_connection(("127.0.0.1", rest_port))
+            # Half stop inside their headers, half inside their body.
+            sock.sendall(b"GET /v1/models/babi HTTP/1.1\r\nHost: x\r\n" if index % 2 else
+                         b"POST /v1/models/babi:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+            slow.append(sock)
+        slow_opened = time.monotonic()
+        threads_with_slow = process_sample(process.pid)["threads"]
+        at(0.6)
+        shutil.rmtree(corrupt)
+        swap(4, warm=True)
+        closed = 0
+        for sock in slow:
+            sock.settimeout(max(0.1, TIMEOUT_MS / 1000 * 3 - (time.monotonic() - slow_opened)))
+            try:
+                data = sock.recv(4096)
+                closed += 1 if (not data or data.startswith(b"HTTP/1.1 408 ")) else 0
+            except OSError:
+                pass
+            sock.close()
+        at(1.0)
+        stop.set()
+        for worker in workers:
+            worker.join()
+        sampling.join()
+        minutes = (time.perf_counter() - began) / 60
+        stale_retries = sum(c.stale_retries for c in clients)
+        for c in clients:
+            c.close()
+        time.sleep(TIMEOUT_MS / 1000 + 1)  # idle keep-alive connections time out
+        result["idle_after"] = process_sample(process.pid)
+
+        # Latency per path; swap windows: from the new version's arrival to 3 s after it is available.
+        every = [(t - began, s) for path in recorder.latencies for t, s in recorder.latencies[path]]
+        windows = {e["event"]: (e["t"], e["t"] + (e.get("available_after_s") or 0) + 3) for e in events
+                   if "available_after_s" in e}
+        steady = [s for t, s in every if not any(a <= t <= b for a, b in windows.values())]
+        result["load"] = {
+            "requests": recorder.count,
+            "minutes": minutes,
+            "good_requests": sum(len(v) for v in recorder.latencies.values()),
+            "good_failed": len(recorder.good_failures),
+            "good_failure_examples": recorder.good_failures[:10],
+            "stale_keep_alive_retries": stale_retries,
+            "bad_5xx_or_dropped": dict(recorder.bad_5xx),
+            "codes_per_bad_kind": {k: dict(v) for k, v in recorder.codes.items()},
+            "latency_ms": {path: {"p50": soak.percentile([s for _, s in v], 50) * 1e3,
+                                  "p99": soak.percentile([s for _, s in v], 99) * 1e3, "count": len(v)}
+                           for path, v in recorder.latencies.items()},
+            "steady_p99_ms": soak.percentile(steady, 99) * 1e3,
+            "swaps": [{**e, "slowest_ms": max([s for t, s in every if windows[e["event"]][0] <= t
+                                               <= windows[e["event"]][1]], default=0) * 1e3}
+                      if e["event"] in windows else e for e in events],
+            "slow_sockets": {"opened": len(slow), "closed_by_server": closed,
+                             "server_threads_with_them_open": threads_with_slow},
+            "samples": samples,
+        }
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            result["sigterm_exit_code"] = process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            result["sigterm_exit_code"] = "killed after 60 s"
+        text = stderr_path.read_text()
+        result["stderr_tracebacks"] = text.count("Traceback")
+        result["stderr_lines"] = len(text.splitlines())
+
+    out = pathlib.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1, default=float))
+    report(result)
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def report(result):
+    load = result["load"]
+    seq = result["sequential_p50_ms"]
+    print(f"sequential p50 ms: in-process {seq['in_process']:.2f}, gRPC {seq['grpc']:.2f} "
+          f"({result['grpc_over_in_process']:.2f}x; a health check alone {seq['grpc_health_check']:.2f}), "
+          f"REST keep-alive {seq['rest_keep_alive']:.2f}, "
+          f"REST fresh {seq['rest_fresh_connection']:.2f}")
+    print(f"catalogue: {len(result['catalogue'])} bad kinds, answered otherwise than expected: "
+          f"{result['catalogue_wrong'] or 'none'}")
+    print(f"load: {load['requests']} requests in {load['minutes']:.1f} min, {load['good_requests']} good, "
+          f"{load['good_failed']} good failed, bad kinds with 5xx/dropped: {load['bad_5xx_or_dropped'] or 'none'}")
+    for path, stats in sorted(load["latency_ms"].items()):
+        print(f"  {path:16s} p50 {stats['p50']:7.2f} ms  p99 {stats['p99']:7.2f} ms  ({stats['count']})")
+    print(f"  steady p99 {load['steady_p99_ms']:.1f} ms")
+    for event in load["swaps"]:
+        print("  " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in event.items()))
+    rss = [s["rss_mb"] for s in load["samples"]]
+    threads = [s["threads"] for s in load["samples"]]
+    print(f"server RSS {min(rss):.0f}-{max(rss):.0f} MB, threads {min(threads)}-{max(threads)}; idle before "
+          f"{result['idle_before']}, after {result['idle_after']}")
+    print(f"slow sockets: {load['slow_sockets']}; requests resent on a new connection after the server had "
+          f"closed an idle keep-alive one: {load['stale_keep_alive_retries']}")
+    print(f"SIGTERM exit code {result['sigterm_exit_code']}, tracebacks on stderr {result['stderr_tracebacks']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
