@@ -313,7 +313,6 @@ class RestServer:
                  timeout=30.0, num_threads=None, max_queued=None, metrics=None, metrics_path=None):
         self.core = core
         self.max_body_bytes = min(max_request_bytes, max_json_bytes)
-        self.max_request_bytes = max_request_bytes
         self.max_json_depth = max_json_depth
         self.timeout = timeout
         self.num_threads = num_threads or 4 * (os.cpu_count() or 1)
@@ -432,11 +431,10 @@ class RestServer:
             record.finish(error.code.name)
             return self._json(error.http_status, _error_body(error), close=error.close_connection)
         except TimeoutError:
+            record.finish("DEADLINE_EXCEEDED")
             if phase == "reading the request":
-                record.finish("DEADLINE_EXCEEDED")
                 return self._json(408, {"error": f"the request body did not arrive within {self.timeout:g} s"},
                                   close=True)
-            record.finish("DEADLINE_EXCEEDED")
             return self._json(504, {"error": f"Deadline Exceeded: no answer within {self.timeout:g} s "
                                              "(--rest_api_timeout_in_ms)"})
         except Exception as error:  # never let a request take the server down
