@@ -3,9 +3,12 @@
 Measures, on random token ids with the TBPTT shapes of `tasks/train_lm.py`:
 our RMC language model at the PyTorch RMC port's PTB configuration
 (embedding 192, 1 slot, head size 192, 4 heads, key size 64, 3 MLP layers,
-1 block, batch 64, BPTT 100, tied 10k softmax), our LSTM baseline, and a plain
-`keras.layers.LSTM` model (Embedding -> LSTM -> Dense) of the same size, in
-graph mode and with XLA.
+1 block, batch 64, BPTT 100, tied 10k softmax) in its two forms, side by side
+in one run: `RelationalMemory` (input-only terms computed before the
+recurrence, what the models use) and the reference
+`keras.layers.RNN(RelationalMemoryCell(...))`; then our LSTM baseline and a
+plain `keras.layers.LSTM` model (Embedding -> LSTM -> Dense) of the same size,
+in graph mode and with XLA. `--only rmc` times the two RMC forms alone.
 
 Usage:
     python bench/lm_speed.py [--steps 5] [--batch 64] [--bptt 100] [--vocab 10000]
@@ -52,9 +55,16 @@ def main():
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--bptt", type=int, default=100)
     parser.add_argument("--vocab", type=int, default=10000)
+    parser.add_argument("--only", choices=["all", "rmc"], default="all")
+    parser.add_argument("--no-xla", action="store_true", help="graph mode only")
     args = parser.parse_args()
     models = {
-        "RMC LM (ours)": lambda: build_language_model("rmc", args.vocab, args.batch, args.bptt, stateful=True),
+        "RMC LM, RNN(cell) (reference)": lambda: build_language_model(
+            "rmc", args.vocab, args.batch, args.bptt, stateful=True, precompute_inputs=False
+        ),
+        "RMC LM, RelationalMemory (ours)": lambda: build_language_model(
+            "rmc", args.vocab, args.batch, args.bptt, stateful=True
+        ),
         "LSTM LM baseline (ours, tied)": lambda: build_language_model(
             "lstm", args.vocab, args.batch, args.bptt, stateful=True
         ),
@@ -65,10 +75,12 @@ def main():
         f"{args.steps} timed steps, {os.cpu_count()} CPUs"
     )
     print(f"{'model':34s} {'params':>10s} {'graph tok/s':>12s} {'XLA tok/s':>10s}")
+    if args.only == "rmc":
+        models = {name: make for name, make in models.items() if name.startswith("RMC")}
     for name, make in models.items():
         params = make().count_params()
         graph = tokens_per_second(make(), args, jit=False)
-        xla = tokens_per_second(make(), args, jit=True)
+        xla = float("nan") if args.no_xla else tokens_per_second(make(), args, jit=True)
         print(f"{name:34s} {params:10,d} {graph:12,.0f} {xla:10,.0f}", flush=True)
 
 

@@ -1,6 +1,8 @@
 """keras-relmem: memory architectures from the literature as Keras 3 layers.
 
-- `RelationalMemoryCell`: the Relational Memory Core (Santoro et al. 2018).
+- `RelationalMemoryCell`: the Relational Memory Core (Santoro et al. 2018);
+  `RelationalMemory` runs it over a sequence with the input-only terms
+  computed before the recurrence (faster than `keras.layers.RNN(cell)`).
 - `EntNetCell`, `EntNetEncoder`, `EntNetReadout`: the Recurrent Entity Network
   (Henaff et al. 2017).
 - `MEMO`: multi-head recurrent attention over separate facts with adaptive
@@ -15,6 +17,7 @@ from keras_relmem.layers import (
     EntNetCell,  # noqa: E402
     EntNetEncoder,  # noqa: E402
     EntNetReadout,  # noqa: E402
+    RelationalMemory,  # noqa: E402
     RelationalMemoryCell,  # noqa: E402
 )
 
@@ -23,6 +26,7 @@ __all__ = [
     "EntNetEncoder",
     "EntNetReadout",
     "MEMO",
+    "RelationalMemory",
     "RelationalMemoryCell",
     "__version__",
 ]

@@ -134,3 +134,36 @@ def training_curves(metrics_path, path, title="Training"):
         ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10, y=1.04)  # above the panel titles
     return _save(fig, path)
+
+
+def budget_curves(curves, key, ylabel, title, path, log_y=False):
+    """A metric against training wall-clock for several models on one plot.
+
+    Args:
+        curves: `{label: [{"minutes": m, key: value, ...}, ...]}`, as the
+            equal-wall-clock benchmarks record them.
+        key: the metric to draw (e.g. `"test_accuracy"`, `"val_perplexity"`).
+        ylabel, title: axis label and title.
+        path: PNG to write.
+        log_y: logarithmic y axis (perplexities).
+
+    Example:
+
+    >>> import tempfile, os
+    >>> path = budget_curves({"RMC": [{"minutes": 1, "acc": 30}, {"minutes": 2, "acc": 40}]},
+    ...                      "acc", "accuracy (%)", "demo", os.path.join(tempfile.mkdtemp(), "c.png"))
+    >>> path.name
+    'c.png'
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    for label, curve in curves.items():
+        ax.plot([e["minutes"] for e in curve], [e[key] for e in curve], label=label)
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_xlabel("training minutes")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return _save(fig, path)

@@ -2,7 +2,7 @@
 
 from keras_relmem.layers.entnet import EntNetCell, EntNetEncoder, EntNetReadout
 from keras_relmem.layers.memo import MEMO, HaltingPolicy
-from keras_relmem.layers.relational_memory import RelationalMemoryCell
+from keras_relmem.layers.relational_memory import RelationalMemory, RelationalMemoryCell
 
 __all__ = [
     "EntNetCell",
@@ -10,5 +10,6 @@ __all__ = [
     "EntNetReadout",
     "HaltingPolicy",
     "MEMO",
+    "RelationalMemory",
     "RelationalMemoryCell",
 ]

@@ -1,5 +1,8 @@
 """The Relational Memory Core (Santoro et al. 2018) as a Keras 3 RNN cell."""
 
+import inspect
+import itertools
+
 import keras
 from keras import ops
 from keras.layers import LayerNormalization
@@ -148,6 +151,10 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
         self.mem_size = head_size * num_heads
         self.state_size = [self.mem_slots * self.mem_size]
         self.output_size = self.mem_slots * self.mem_size
+        # Set by `RelationalMemory`: step inputs are then the features of
+        # `precompute_inputs`, not raw inputs.
+        self._inputs_precomputed = False
+        self._num_input_rows = None
 
     # -- sub-layers ---------------------------------------------------------
     def _dense(self, units, name, activation=None):
@@ -174,6 +181,7 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
                     f"dimensions to be known; received {tuple(input_shape)}."
                 )
             row_shape = (input_shape[0], features)
+        self._num_input_rows = row_shape[1] if self.treat_input_as_matrix else 1
         memory_shape = (input_shape[0], self.mem_slots, self.mem_size)
         qkv_size = (2 * self.key_size + self.head_size) * self.num_heads
 
@@ -244,6 +252,8 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
         return getattr(self, "_dropout_mask", None)
 
     def _input_rows(self, step_input):
+        if self._inputs_precomputed:
+            return self._num_input_rows
         return step_input.shape[1] if self.treat_input_as_matrix else 1
 
     def _project_input(self, inputs):
@@ -252,19 +262,42 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
         flat = ops.reshape(inputs, (ops.shape(inputs)[0], -1))
         return ops.expand_dims(self.input_projection(flat), 1)
 
-    def _multihead_attention(self, block, memory, dropout_mask, query_rows=None):
-        rows = memory.shape[1]
-        query_rows = query_rows or rows
-        qkv = self.qkv_norms[block](
-            utils.dense_on_rows(self.qkv_projections[block], memory)
+    def _qkv(self, block, rows):
+        """LayerNorm(Linear(rows)): the block's queries, keys and values."""
+        return self.qkv_norms[block](
+            utils.dense_on_rows(self.qkv_projections[block], rows)
         )
+
+    def _input_terms(self, inputs):
+        """What a step computes from its input alone, never from the memory.
+
+        Returns `(input_rows, input_qkv, input_gates)`: the projected input
+        rows `(batch, n, mem_size)`, their first-block queries/keys/values
+        (after that block's LayerNorm, which is row-wise) and the input side of
+        the gates `(batch, 2 * gate_size)` (None without gating).
+        """
+        input_rows = self._project_input(inputs)
+        input_qkv = self._qkv(0, input_rows)
+        input_gates = None
+        if self.gate_style is not None:
+            # Sonnet's _create_gates flattens all projected input rows.
+            rows = input_rows.shape[1]
+            flat_rows = ops.reshape(input_rows, (-1, rows * self.mem_size))
+            input_gates = self.input_gate_projection(flat_rows)
+        return input_rows, input_qkv, input_gates
+
+    def _multihead_attention(self, qkv, dropout_mask, query_rows):
+        rows = qkv.shape[1]
         qkv = ops.reshape(
             qkv, (-1, rows, self.num_heads, 2 * self.key_size + self.head_size)
         )
         qkv = ops.transpose(qkv, (0, 2, 1, 3))  # (batch, heads, rows, size)
-        q = qkv[:, :, :query_rows, : self.key_size] * (self.key_size**-0.5)
-        k = qkv[..., self.key_size : 2 * self.key_size]
-        v = qkv[..., 2 * self.key_size :]
+        # Split, not slicing: on TensorFlow the gradient of a strided slice
+        # (StridedSliceGrad) cost more than the attention itself.
+        q, k, v = ops.split(qkv, [self.key_size, 2 * self.key_size], axis=-1)
+        if query_rows < rows:
+            q = ops.split(q, [query_rows], axis=2)[0]
+        q = q * (self.key_size**-0.5)
         logits = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
         # Softmax in float32 so that mixed precision does not saturate it.
         weights = ops.cast(ops.softmax(ops.cast(logits, "float32"), axis=-1), v.dtype)
@@ -274,7 +307,12 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
         attended = ops.transpose(attended, (0, 2, 1, 3))
         return ops.reshape(attended, (-1, query_rows, self.mem_size)), weights
 
-    def _attend_over_memory(self, memory, dropout_mask=None):
+    def _attend_over_memory(self, memory, input_rows, input_qkv, dropout_mask=None):
+        # With one block only the memory rows' outputs are kept (below), so
+        # the input rows take part through their keys and values alone.
+        rows = memory
+        if self.num_blocks > 1:
+            rows = ops.concatenate([memory, input_rows], axis=1)
         attention = []
         for block in range(self.num_blocks):
             # The input rows are dropped after the last block, and every
@@ -282,28 +320,38 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
             # queries, LayerNorms and the MLP for the memory rows (same result
             # as Sonnet, less work; half the MLP with one slot).
             last = block == self.num_blocks - 1
-            query_rows = self.mem_slots if last else None
-            attended, weights = self._multihead_attention(
-                block, memory, dropout_mask, query_rows
-            )
+            if block == 0:
+                qkv = ops.concatenate([self._qkv(0, memory), input_qkv], axis=1)
+            else:
+                qkv = self._qkv(block, rows)
+            query_rows = self.mem_slots if last else qkv.shape[1]
+            attended, weights = self._multihead_attention(qkv, dropout_mask, query_rows)
             attention.append(weights)
-            if last:
-                memory = memory[:, : self.mem_slots, :]
-            memory = self.attention_norms[block](memory + attended)
-            hidden = memory
+            if last and self.num_blocks > 1:
+                rows = ops.split(rows, [self.mem_slots], axis=1)[0]
+            rows = self.attention_norms[block](rows + attended)
+            hidden = rows
             for layer in self.attention_mlp:
                 hidden = utils.dense_on_rows(layer, hidden)
-            memory = self.mlp_norms[block](hidden + memory)
-        return memory, attention
+            rows = self.mlp_norms[block](hidden + rows)
+        return rows, attention
 
-    def _gates(self, flat_rows, memory):
+    def _gated(self, candidate, memory, input_gates):
+        if self.gate_style is None:
+            return candidate
         gates = utils.dense_on_rows(self.memory_gate_projection, ops.tanh(memory))
-        gates = gates + ops.expand_dims(self.input_gate_projection(flat_rows), 1)
+        gates = gates + ops.expand_dims(input_gates, 1)
         input_gate, forget_gate = ops.split(gates, 2, axis=-1)
-        return (
-            ops.sigmoid(input_gate + self.input_bias),
-            ops.sigmoid(forget_gate + self.forget_bias),
+        input_gate = ops.sigmoid(input_gate + self.input_bias)
+        forget_gate = ops.sigmoid(forget_gate + self.forget_bias)
+        return input_gate * ops.tanh(candidate) + forget_gate * memory
+
+    def _update(self, memory, input_terms, dropout_mask):
+        input_rows, input_qkv, input_gates = input_terms
+        candidate, attention = self._attend_over_memory(
+            memory, input_rows, input_qkv, dropout_mask
         )
+        return self._gated(candidate, memory, input_gates), attention
 
     def step(self, inputs, memory, training=False):
         """One step on an unflattened memory.
@@ -316,22 +364,66 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
         # NumPy arrays from a caller become backend tensors (torch will not
         # multiply a grad-tracking tensor by an ndarray).
         memory = ops.convert_to_tensor(memory, dtype=self.compute_dtype)
-        input_rows = self._project_input(inputs)
-        memory_plus_input = ops.concatenate([memory, input_rows], axis=1)
         dropout_mask = self.get_dropout_mask(inputs) if training else None
-        next_memory, attention = self._attend_over_memory(
-            memory_plus_input, dropout_mask
+        return self._update(memory, self._input_terms(inputs), dropout_mask)
+
+    # -- the input-only terms of a whole sequence at once ------------------
+    def _feature_sizes(self):
+        rows = self._num_input_rows
+        qkv_size = (2 * self.key_size + self.head_size) * self.num_heads
+        return (
+            rows * self.mem_size if self.num_blocks > 1 else 0,
+            rows * qkv_size,
+            2 * self._gate_size(),
         )
-        if self.gate_style is not None:
-            # Sonnet gates on all projected input rows, flattened.
-            flat_rows = ops.reshape(input_rows, (-1, input_rows.shape[1] * self.mem_size))
-            input_gate, forget_gate = self._gates(flat_rows, memory)
-            next_memory = input_gate * ops.tanh(next_memory) + forget_gate * memory
-        return next_memory, attention
+
+    def precompute_inputs(self, sequences):
+        """The input-only terms of every step at once, `(batch, time, features)`.
+
+        `RelationalMemory` calls this before its recurrence: one large matrix
+        product per weight for the whole sequence replaces one small product
+        per step inside the loop (and likewise for the gradients). A cell
+        whose `RelationalMemory` has switched it to precomputed inputs reads
+        these features as its step input.
+
+        Args:
+            sequences: `(batch, time, ...)` raw inputs, as `keras.layers.RNN`
+                would receive them.
+        """
+        batch, time = ops.shape(sequences)[0], ops.shape(sequences)[1]
+        steps = ops.reshape(sequences, (-1,) + tuple(sequences.shape[2:]))
+        input_rows, input_qkv, input_gates = self._input_terms(steps)
+        parts = [ops.reshape(input_qkv, (-1, utils.prod(input_qkv.shape[1:])))]
+        if self.num_blocks > 1:
+            parts.insert(0, ops.reshape(input_rows, (-1, utils.prod(input_rows.shape[1:]))))
+        if input_gates is not None:
+            parts.append(input_gates)
+        features = ops.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]
+        return ops.reshape(features, (batch, time, features.shape[-1]))
+
+    def _split_features(self, features):
+        rows_size, qkv_size, gates_size = self._feature_sizes()
+        rows = self._num_input_rows
+        sizes = [size for size in (rows_size, qkv_size, gates_size) if size]
+        parts = [features]
+        if len(sizes) > 1:
+            parts = ops.split(features, list(itertools.accumulate(sizes[:-1])), axis=-1)
+        input_rows = input_gates = None
+        if rows_size:
+            input_rows = ops.reshape(parts.pop(0), (-1, rows, self.mem_size))
+        input_qkv = ops.reshape(parts.pop(0), (-1, rows, qkv_size // rows))
+        if gates_size:
+            input_gates = parts.pop(0)
+        return input_rows, input_qkv, input_gates
 
     def call(self, inputs, states, training=False):
         memory = ops.reshape(states[0], (-1, self.mem_slots, self.mem_size))
-        next_memory, _ = self.step(inputs, memory, training=training)
+        if self._inputs_precomputed:
+            dropout_mask = self.get_dropout_mask(inputs) if training else None
+            terms = self._split_features(inputs)
+            next_memory, _ = self._update(memory, terms, dropout_mask)
+        else:
+            next_memory, _ = self.step(inputs, memory, training=training)
         flat = ops.reshape(next_memory, (-1, self.mem_slots * self.mem_size))
         return flat, [flat]
 
@@ -366,3 +458,108 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
             }
         )
         return config
+
+
+# The RelationalMemoryCell arguments that RelationalMemory passes to its cell.
+_CELL_ARGUMENTS = tuple(
+    name
+    for name in inspect.signature(RelationalMemoryCell.__init__).parameters
+    if name not in ("self", "kwargs")
+)
+
+
+@keras.saving.register_keras_serializable(package="keras_relmem")
+class RelationalMemory(keras.layers.RNN):
+    """A Relational Memory Core over a whole sequence: the fast form of `RNN(cell)`.
+
+    Computes exactly what `keras.layers.RNN(RelationalMemoryCell(...))`
+    computes, but takes everything that depends on the input alone out of the
+    recurrence: the input projection, the first block's queries, keys and
+    values of the input rows (with their LayerNorm) and the input side of the
+    gates are computed for all steps in one matrix product each, before the
+    loop (`RelationalMemoryCell.precompute_inputs`). Inside the loop only the
+    memory's own terms remain. This is the layer to use in models; the cell
+    stays the reference for custom loops and `keras.layers.RNN` wrappers (for
+    instance stacked with other cells).
+
+    The weights are those of `keras.layers.RNN(RelationalMemoryCell(...))` in
+    the same order: `fast.set_weights(reference.get_weights())` moves a
+    trained model from one form to the other. (Weights files key layers by
+    class, so `load_weights` of one form's file into the other does not.)
+
+    Args:
+        mem_slots, head_size: as for `RelationalMemoryCell`.
+        return_sequences: bool, return the memory after every step
+            `(batch, time, mem_slots * mem_size)` rather than the last.
+        return_state: bool, also return the final (flattened) memory.
+        go_backwards: bool, read the sequence in reverse.
+        stateful: bool, carry the memory from batch to batch (truncated BPTT);
+            needs a fixed batch size.
+        unroll: bool, unroll the loop (short sequences only).
+        **kwargs: any other `RelationalMemoryCell` argument (`num_heads`,
+            `num_blocks`, `gate_style`, `key_size`, `treat_input_as_matrix`,
+            `dropout`, initializers, ...) and the usual layer arguments
+            (`name`, `dtype`, `zero_output_for_mask`, ...).
+
+    Example:
+
+    ```python
+    >>> import numpy as np, keras_relmem
+    >>> layer = keras_relmem.RelationalMemory(mem_slots=4, head_size=32,
+    ...                                       num_heads=2, return_sequences=True)
+    >>> tuple(layer(np.zeros((8, 10, 16), "float32")).shape)
+    (8, 10, 256)
+
+    ```
+
+    Reference:
+        Santoro et al., "Relational recurrent neural networks", NeurIPS 2018,
+        arXiv:1806.01822; the cell follows DeepMind Sonnet's
+        `relational_memory.py`.
+    """
+
+    def __init__(
+        self,
+        mem_slots,
+        head_size,
+        return_sequences=False,
+        return_state=False,
+        go_backwards=False,
+        stateful=False,
+        unroll=False,
+        **kwargs,
+    ):
+        cell_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in _CELL_ARGUMENTS}
+        cell = RelationalMemoryCell(
+            mem_slots,
+            head_size,
+            dtype=kwargs.get("dtype"),
+            trainable=kwargs.get("trainable", True),
+            name="relational_memory_cell",
+            **cell_kwargs,
+        )
+        cell._inputs_precomputed = True
+        super().__init__(
+            cell,
+            return_sequences=return_sequences,
+            return_state=return_state,
+            go_backwards=go_backwards,
+            stateful=stateful,
+            unroll=unroll,
+            **kwargs,
+        )
+
+    def call(self, sequences, initial_state=None, mask=None, training=False):
+        features = self.cell.precompute_inputs(sequences)
+        return super().call(features, initial_state=initial_state, mask=mask, training=training)
+
+    def get_config(self):
+        cell_config = self.cell.get_config()
+        config = {name: cell_config[name] for name in _CELL_ARGUMENTS}
+        base_config = super().get_config()
+        del base_config["cell"]
+        return {**base_config, **config}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

@@ -6,7 +6,13 @@ Every model takes `{"story": (batch, K, S), "query": (batch, Q)}` word ids
 
 import keras
 
-from keras_relmem.layers import EntNetCell, EntNetEncoder, EntNetReadout, RelationalMemoryCell
+from keras_relmem.layers import (
+    EntNetCell,
+    EntNetEncoder,
+    EntNetReadout,
+    RelationalMemory,
+    RelationalMemoryCell,
+)
 
 # Defaults per model (the EntNet paper's bAbI set-up: 20 blocks, d = 100).
 DEFAULTS = {
@@ -36,11 +42,25 @@ DEFAULTS = {
 }
 
 
-def rmc_from_config(config):
-    """A `RelationalMemoryCell` from the RMC entries of a model config dict."""
+def rmc_layer(config, precompute_inputs=True, **rnn_kwargs):
+    """The RMC core of a model from the RMC entries of a model config dict.
+
+    Args:
+        config: dict with `mem_slots`, `head_size` and optionally `num_heads`,
+            `num_blocks`, `gate_style`, `attention_mlp_layers`, `key_size`.
+        precompute_inputs: True gives `RelationalMemory` (input-only terms
+            computed before the recurrence); False the reference
+            `keras.layers.RNN(RelationalMemoryCell(...))`, kept for
+            benchmarks. Both have the same weights and outputs.
+        **rnn_kwargs: `keras.layers.RNN` arguments (`return_sequences`,
+            `stateful`, `name`, ...).
+    """
     names = ("mem_slots", "head_size", "num_heads", "num_blocks", "gate_style",
              "attention_mlp_layers", "key_size")
-    return RelationalMemoryCell(**{name: config[name] for name in names if name in config})
+    cell_args = {name: config[name] for name in names if name in config}
+    if precompute_inputs:
+        return RelationalMemory(**cell_args, **rnn_kwargs)
+    return keras.layers.RNN(RelationalMemoryCell(**cell_args), **rnn_kwargs)
 
 
 def model_defaults(name):
@@ -134,8 +154,7 @@ def build_babi_model(
         logits = EntNetReadout(num_answers, name="readout")([memory, question])
     else:
         if model == "rmc":
-            cell = rmc_from_config(config)
-            memory = keras.layers.RNN(cell, name="memory")(sentences)
+            memory = rmc_layer(config, name="memory")(sentences)
         else:
             memory = keras.layers.LSTM(config["units"], name="memory")(sentences)
         hidden = keras.layers.Concatenate()([memory, question])

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_relmem.models.babi_qa import rmc_from_config
+from keras_relmem.models.babi_qa import rmc_layer
 
 # The RMC defaults are the PyTorch RMC port's PTB configuration (the RMC
 # paper's LM set-up scaled to a CPU: one memory slot with a large head); the
@@ -101,6 +101,7 @@ def build_language_model(
     batch_size=None,
     sequence_length=None,
     stateful=False,
+    precompute_inputs=True,
     **hparams,
 ):
     """A next-word model: `(batch, time)` ids -> `(batch, time, vocab)` logits.
@@ -111,6 +112,10 @@ def build_language_model(
         batch_size: int, required with `stateful=True` (truncated BPTT).
         sequence_length: int or None (any length).
         stateful: carry the recurrent state from batch to batch.
+        precompute_inputs: for the RMC, use `RelationalMemory` (default; the
+            input-only terms of all steps computed before the recurrence)
+            rather than `keras.layers.RNN(RelationalMemoryCell(...))`. Same
+            weights and outputs; False is kept for `bench/lm_speed.py`.
         **hparams: overrides of `DEFAULTS[model]`; `tied=True` shares the
             embedding matrix with the softmax (with a linear projection from
             the core's output to `embedding_dim` when their sizes differ).
@@ -138,8 +143,8 @@ def build_language_model(
     embedding = ReversibleEmbedding(vocab_size, config["embedding_dim"], name="embedding")
     x = embedding(ids)
     if model == "rmc":
-        h = keras.layers.RNN(
-            rmc_from_config(config), return_sequences=True, stateful=stateful, name="core"
+        h = rmc_layer(
+            config, precompute_inputs, return_sequences=True, stateful=stateful, name="core"
         )(x)
     else:
         h = keras.layers.LSTM(

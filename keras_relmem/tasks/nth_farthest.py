@@ -36,6 +36,10 @@ def build_parser():
     parser.add_argument("--num-heads", type=common.positive_int, default=RMC_DEFAULTS["num_heads"])
     parser.add_argument("--num-blocks", type=common.positive_int, default=RMC_DEFAULTS["num_blocks"])
     parser.add_argument("--units", type=common.positive_int, default=512, help="LSTM units")
+    parser.add_argument(
+        "--mlp-layers", type=common.positive_int, default=2,
+        help="ReLU layers of 256 units between the core and the answer (Sonnet's example: 4)",
+    )
     parser.add_argument("--plot", default=None, metavar="DIR", help="write RMC attention grids and the training curves")
     common.add_run_arguments(parser, "runs/nth_farthest")
     return parser
@@ -44,19 +48,18 @@ def build_parser():
 def build_model(args, input_shape):
     import keras
 
-    from keras_relmem import RelationalMemoryCell
+    from keras_relmem import RelationalMemory
 
     inputs = keras.Input(input_shape, name="objects")
     if args.model == "rmc":
-        cell = RelationalMemoryCell(
+        h = RelationalMemory(
             mem_slots=args.mem_slots, head_size=args.head_size,
-            num_heads=args.num_heads, num_blocks=args.num_blocks,
-        )
-        h = keras.layers.RNN(cell, name="core")(inputs)
+            num_heads=args.num_heads, num_blocks=args.num_blocks, name="core",
+        )(inputs)
     else:
         h = keras.layers.LSTM(args.units, name="core")(inputs)
-    h = keras.layers.Dense(256, activation="relu")(h)
-    h = keras.layers.Dense(256, activation="relu")(h)
+    for _ in range(getattr(args, "mlp_layers", 2)):
+        h = keras.layers.Dense(256, activation="relu")(h)
     logits = keras.layers.Dense(args.num_objects, name="answer")(h)
     return keras.Model(inputs, logits, name=f"nth_farthest_{args.model}")
 

@@ -1,0 +1,111 @@
+"""Resumable, time-budgeted training for the equal-wall-clock benchmarks.
+
+`train_within_budget` trains a compiled Keras model in rounds of a fixed
+number of steps until the training wall-clock (evaluation excluded) reaches a
+budget. After every round it evaluates, then saves the model (with its
+optimizer state) as `.keras` and the curve as JSON, both atomically; a rerun
+with the same workdir loads them and continues where the last completed round
+ended, so a budget of an hour can be spent over several sittings.
+
+The clock counts only time spent in `model.fit`: evaluation and saving are
+excluded, and so is any time between sittings.
+"""
+
+import json
+import os
+import pathlib
+import time
+
+import keras
+
+from keras_relmem.training import write_json
+
+
+def limit_threads(threads):
+    """Run TensorFlow on `threads` cores (inter- and intra-op pools), e.g. one
+    core per model so that two models can be timed side by side."""
+    if threads:
+        import tensorflow as tf
+
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+
+
+def _atomic_save(model, path):
+    tmp = path.with_name("tmp_" + path.name)
+    model.save(tmp)
+    os.replace(tmp, path)
+
+
+def train_within_budget(
+    build,
+    train_round,
+    evaluate,
+    workdir,
+    budget_minutes,
+    describe=None,
+    on_resume=None,
+    on_round=None,
+):
+    """Train in rounds until `budget_minutes` of training time are spent.
+
+    Args:
+        build: `() -> compiled keras.Model`, used when no saved model exists.
+        train_round: `(model, round_index) -> dict` of training metrics; runs
+            one round of `model.fit`.
+        evaluate: `(model) -> dict` of metrics recorded after each round.
+        workdir: folder for `model.keras` and `curve.json`.
+        budget_minutes: float, training minutes to reach (over all sittings).
+        describe: optional `(entry) -> str` printed after each round.
+        on_resume: optional `(model) -> None` called after a saved model is
+            loaded (e.g. to reset recurrent state).
+        on_round: optional `(curve) -> None` called after each saved round
+            (e.g. to record the partial result of an unfinished budget).
+
+    Returns:
+        The curve: a list of dicts with `round`, `minutes` (cumulative
+        training minutes) and the metrics of `train_round` and `evaluate`.
+    """
+    workdir = pathlib.Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    model_path, curve_path = workdir / "model.keras", workdir / "curve.json"
+    curve = json.loads(curve_path.read_text()) if curve_path.exists() else []
+    if curve and model_path.exists():
+        model = keras.saving.load_model(model_path)
+        if on_resume:
+            on_resume(model)
+        print(f"resumed {workdir} after round {curve[-1]['round']} "
+              f"({curve[-1]['minutes']:.1f} training minutes)", flush=True)
+    else:
+        curve, model = [], build()
+    minutes = curve[-1]["minutes"] if curve else 0.0
+    while minutes < budget_minutes:
+        index = len(curve)
+        start = time.perf_counter()
+        metrics = train_round(model, index)
+        minutes += (time.perf_counter() - start) / 60
+        entry = {"round": index, "minutes": round(minutes, 3), **metrics, **evaluate(model)}
+        _atomic_save(model, model_path)
+        curve.append(entry)
+        write_json(curve_path, curve)
+        print(describe(entry) if describe else json.dumps(entry), flush=True)
+        if on_round:
+            on_round(curve)
+    return curve, model
+
+
+def merge_result(path, key, value, arguments):
+    """Set `results[key] = value` in the JSON file at `path` (atomically), keeping
+    the other keys, and record the arguments used under `args[key]`."""
+    import fcntl
+
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Two models timed side by side may finish together: one writer at a time.
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        results = json.loads(path.read_text()) if path.exists() else {}
+        results[key] = value
+        results.setdefault("args", {})[key] = arguments
+        write_json(path, results)
+    return results

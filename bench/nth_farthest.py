@@ -1,0 +1,145 @@
+"""Nth Farthest: the RMC against an LSTM at equal training wall-clock (Santoro et al. 2018, §4.1).
+
+The paper's task (8 vectors of 16 features; "what is the label of the n-th
+farthest vector from vector m?") with fresh examples at every step, as in
+Sonnet's `rmc_nth_farthest.py`, and a fixed test set. Each model trains in
+rounds until `--budget-minutes` of training time are spent; after each round
+test accuracy is recorded. Resumable: the model and its curve are saved after
+every round under `--workdir/<model>`, and a rerun continues. The result goes
+into `bench/results/nth_farthest.json` as
+`{"rmc": {"accuracy": %, "minutes": m, "curve": [...]}, "lstm": {...}, "args": ...}`.
+
+Scaled down from the paper for a CPU (listed in the README): the paper's RMC
+(Sonnet's example: 4 memories, 4 heads, 4 blocks, head size 2048, batch 1600,
+Adam 1e-4, a 4 x 256 MLP) becomes 4 memories, 4 heads, head size 64, 1 block,
+batch 64, Adam 1e-3, with the same 4 x 256 MLP; the LSTM has 512 units.
+
+Usage (one core per model, both side by side):
+    python bench/nth_farthest.py --model rmc --threads 1 &
+    python bench/nth_farthest.py --model lstm --threads 1 &
+    python bench/nth_farthest.py --report        # table + picture from the JSON
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(__file__))
+
+from budget import limit_threads, merge_result, train_within_budget  # noqa: E402
+
+RESULTS = pathlib.Path(__file__).parent / "results" / "nth_farthest.json"
+# Santoro et al. 2018, Fig. 3 (8 objects of 16 features): final test accuracy.
+PAPER = {"rmc": 91.0, "lstm": 30.0}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=["rmc", "lstm"], default="rmc")
+    parser.add_argument("--budget-minutes", type=float, default=60.0)
+    parser.add_argument("--steps-per-round", type=int, default=200)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--test-examples", type=int, default=3000)
+    parser.add_argument("--num-objects", type=int, default=8)
+    parser.add_argument("--num-features", type=int, default=16)
+    parser.add_argument("--mem-slots", type=int, default=4)
+    parser.add_argument("--head-size", type=int, default=64)
+    parser.add_argument("--num-heads", type=int, default=4)
+    parser.add_argument("--num-blocks", type=int, default=1)
+    parser.add_argument("--units", type=int, default=512, help="LSTM units")
+    parser.add_argument("--mlp-layers", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=0, help="cores for TensorFlow (0: all)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workdir", default="runs/bench_nth_farthest")
+    parser.add_argument("--results", default=str(RESULTS))
+    parser.add_argument("--report", action="store_true", help="print the table and draw the curves")
+    return parser.parse_args(argv)
+
+
+def run(args):
+    limit_threads(args.threads)
+    import keras
+
+    from keras_relmem.data import synthetic
+    from keras_relmem.tasks.nth_farthest import build_model
+
+    keras.utils.set_random_seed(args.seed)
+    task = {"num_objects": args.num_objects, "num_features": args.num_features}
+    test = synthetic.nth_farthest(args.test_examples, seed=10_000 + args.seed, **task)
+
+    def build():
+        model = build_model(args, test["inputs"].shape[1:])
+        model.compile(
+            keras.optimizers.Adam(args.learning_rate),
+            keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+        )
+        return model
+
+    def train_round(model, index):
+        # Fresh examples every round (a different seed per round, so a resumed
+        # run sees the data it would have seen).
+        data = synthetic.nth_farthest(
+            args.steps_per_round * args.batch_size, seed=args.seed * 100_003 + index + 1, **task
+        )
+        history = model.fit(
+            data["inputs"], data["target"], batch_size=args.batch_size, epochs=1, verbose=0
+        )
+        return {"train_accuracy": round(100 * history.history["accuracy"][-1], 2)}
+
+    def evaluate(model):
+        _, accuracy = model.evaluate(test["inputs"], test["target"], batch_size=500, verbose=0)
+        return {"test_accuracy": round(100 * accuracy, 2)}
+
+    arguments = {k: v for k, v in vars(args).items() if k not in ("report", "results", "workdir")}
+
+    def summary(curve):
+        return {
+            "accuracy": curve[-1]["test_accuracy"],
+            "best_accuracy": max(e["test_accuracy"] for e in curve),
+            "minutes": curve[-1]["minutes"],
+            "examples": len(curve) * args.steps_per_round * args.batch_size,
+            "curve": [{k: e[k] for k in ("minutes", "train_accuracy", "test_accuracy")} for e in curve],
+        }
+
+    def record_partial(curve):
+        if curve[-1]["minutes"] < args.budget_minutes:
+            merge_result(args.results, args.model, {"complete": False, **summary(curve)}, arguments)
+
+    curve, model = train_within_budget(
+        build, train_round, evaluate, pathlib.Path(args.workdir) / args.model, args.budget_minutes,
+        describe=lambda e: (
+            f"{args.model} round {e['round']:3d}  {e['minutes']:6.1f} min  "
+            f"train {e['train_accuracy']:5.1f}%  test {e['test_accuracy']:5.1f}%"
+        ),
+        on_round=record_partial,
+    )
+    result = {"complete": True, "parameters": int(model.count_params()), **summary(curve)}
+    merge_result(args.results, args.model, result, arguments)
+    print(f"{args.model}: test accuracy {result['accuracy']:.1f}% after {result['minutes']:.1f} training minutes")
+
+
+def report(args):
+    results = json.loads(pathlib.Path(args.results).read_text())
+    print(f"{'model':6s} {'test acc':>9s} {'minutes':>8s} {'examples':>10s} {'paper':>6s}")
+    for name in ("rmc", "lstm"):
+        if name in results:
+            r = results[name]
+            print(f"{name:6s} {r['accuracy']:8.1f}% {r['minutes']:8.1f} {r['examples']:10,d} {PAPER[name]:5.0f}%")
+    from keras_relmem.viz import budget_curves
+
+    path = budget_curves(
+        {name.upper(): results[name]["curve"] for name in ("rmc", "lstm") if name in results},
+        "test_accuracy", "test accuracy (%)", "Nth Farthest: equal training time on one CPU core",
+        pathlib.Path(args.results).with_suffix(".png"),
+    )
+    print(f"Wrote {path}")
+
+
+if __name__ == "__main__":
+    arguments = parse_args()
+    report(arguments) if arguments.report else run(arguments)

@@ -1,0 +1,174 @@
+"""Penn Treebank language modelling: the RMC against the LSTM baseline at equal training wall-clock.
+
+Both models are the ones `tasks/train_lm.py` trains (`build_language_model`:
+embedding 192, tied softmax; RMC with 1 slot, 4 heads of 192, key size 64,
+3-layer attention MLP; LSTM with 1000 units), with the task's recipe (Adam
+1e-3, clip-norm 0.25, batch 64, truncated BPTT 100, memory carried from batch
+to batch and reset at every epoch). Training runs in rounds of
+`--batches-per-round` batches until `--budget-minutes` of training time are
+spent; validation perplexity is measured after every round (the recurrent
+state is saved around the evaluation, so training continues where it was) and
+test perplexity at the end. Resumable: model, optimizer state, position in the
+epoch and the curve are saved after every round under `--workdir/<model>`
+(the memory restarts from its initial value after a resume, as at an epoch
+start). The result goes into `bench/results/ptb_lm.json` as
+`{"rmc": {"perplexity": <test>, "minutes": m, "curve": [...]}, "lstm": {...}, "args": ...}`.
+
+Usage (one core per model, both side by side):
+    KERAS_RELMEM_DATA=../shared/data python bench/ptb_lm.py --model rmc --threads 1 &
+    KERAS_RELMEM_DATA=../shared/data python bench/ptb_lm.py --model lstm --threads 1 &
+    python bench/ptb_lm.py --report      # table + picture from the JSON
+"""
+
+import argparse
+import json
+import math
+import os
+import pathlib
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(__file__))
+
+from budget import limit_threads, merge_result, train_within_budget  # noqa: E402
+
+RESULTS = pathlib.Path(__file__).parent / "results" / "ptb_lm.json"
+# Zaremba et al. 2014, non-regularized 2-layer LSTM (200 units): test perplexity.
+REFERENCE = 114.5
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=["rmc", "lstm"], default="rmc")
+    parser.add_argument("--data-dir", default=None, help="folder holding ptb/ (default $KERAS_RELMEM_DATA)")
+    parser.add_argument("--budget-minutes", type=float, default=60.0)
+    parser.add_argument("--batches-per-round", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--bptt", type=int, default=100)
+    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--clipnorm", type=float, default=0.25)
+    parser.add_argument("--threads", type=int, default=0, help="cores for TensorFlow (0: all)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workdir", default="runs/bench_ptb_lm")
+    parser.add_argument("--results", default=str(RESULTS))
+    parser.add_argument("--report", action="store_true", help="print the table and draw the curves")
+    return parser.parse_args(argv)
+
+
+def _perplexity(model, dataset):
+    """exp(mean cross-entropy) from the initial memory, leaving the training state as it was."""
+    from keras_relmem.models import language_model
+
+    states = {
+        layer.name: [v.numpy() for v in layer.states]
+        for layer in model.layers
+        if getattr(layer, "stateful", False) and layer.states is not None
+    }
+    language_model.reset_memory(model)
+    loss = float(model.evaluate(dataset, verbose=0))
+    for layer in model.layers:
+        for variable, value in zip(getattr(layer, "states", None) or [], states.get(layer.name, [])):
+            variable.assign(value)
+    return round(math.exp(min(loss, 50.0)), 2)
+
+
+def run(args):
+    limit_threads(args.threads)
+    import keras
+
+    from keras_relmem.data import lm as lm_data
+    from keras_relmem.models import language_model
+
+    keras.utils.set_random_seed(args.seed)
+    corpus = lm_data.load_corpus("ptb", args.data_dir)
+    train = corpus.bptt_dataset("train", args.batch_size, args.bptt)
+    valid = corpus.bptt_dataset("valid", args.batch_size, args.bptt)
+    test = corpus.bptt_dataset("test", args.batch_size, args.bptt)
+    batches = int(train.cardinality())
+
+    def build():
+        model = language_model.build_language_model(
+            args.model, len(corpus.vocab), batch_size=args.batch_size,
+            sequence_length=args.bptt, stateful=True,
+        )
+        model.compile(
+            keras.optimizers.Adam(args.learning_rate, clipnorm=args.clipnorm),
+            keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        )
+        return model
+
+    def train_round(model, index):
+        start = (index * args.batches_per_round) % batches
+        if start < args.batches_per_round:  # a new epoch: the memory restarts
+            language_model.reset_memory(model)
+        history = model.fit(
+            train.skip(start).take(args.batches_per_round), epochs=1, shuffle=False, verbose=0
+        )
+        loss = history.history["loss"][-1]
+        epoch = index * args.batches_per_round / batches
+        return {"epoch": round(epoch, 3), "train_perplexity": round(math.exp(min(loss, 50.0)), 2)}
+
+    arguments = {k: v for k, v in vars(args).items() if k not in ("report", "results", "workdir", "data_dir")}
+
+    def summary(curve):
+        return {
+            "val_perplexity": curve[-1]["val_perplexity"],
+            "minutes": curve[-1]["minutes"],
+            "epochs": round(len(curve) * args.batches_per_round / batches, 3),
+            "tokens": len(curve) * args.batches_per_round * args.batch_size * args.bptt,
+            "curve": [
+                {k: e[k] for k in ("minutes", "epoch", "train_perplexity", "val_perplexity")} for e in curve
+            ],
+        }
+
+    def record_partial(curve):
+        # What an interrupted budget has reached so far (no test perplexity yet).
+        if curve[-1]["minutes"] < args.budget_minutes:
+            merge_result(args.results, args.model, {"complete": False, **summary(curve)}, arguments)
+
+    curve, model = train_within_budget(
+        build, train_round, lambda model: {"val_perplexity": _perplexity(model, valid)},
+        pathlib.Path(args.workdir) / args.model, args.budget_minutes,
+        describe=lambda e: (
+            f"{args.model} round {e['round']:3d}  {e['minutes']:6.1f} min  epoch {e['epoch']:5.2f}  "
+            f"train ppl {e['train_perplexity']:8.1f}  valid ppl {e['val_perplexity']:8.1f}"
+        ),
+        on_resume=language_model.reset_memory, on_round=record_partial,
+    )
+    result = {
+        "complete": True,
+        "perplexity": _perplexity(model, test),
+        "parameters": int(model.count_params()),
+        **summary(curve),
+    }
+    merge_result(args.results, args.model, result, arguments)
+    print(f"{args.model}: test perplexity {result['perplexity']:.1f} after {result['minutes']:.1f} "
+          f"training minutes ({result['epochs']:.2f} epochs)")
+
+
+def report(args):
+    results = json.loads(pathlib.Path(args.results).read_text())
+    print(f"{'model':6s} {'test ppl':>9s} {'valid ppl':>10s} {'minutes':>8s} {'epochs':>7s} {'tokens':>11s}")
+    for name in ("rmc", "lstm"):
+        if name in results:
+            r = results[name]
+            if not r.get("complete"):
+                print(f"{name:6s} {'(unfinished)':>9s} {r['val_perplexity']:10.1f} {r['minutes']:8.1f} "
+                      f"{r['epochs']:7.2f} {r['tokens']:11,d}")
+                continue
+            print(f"{name:6s} {r['perplexity']:9.1f} {r['val_perplexity']:10.1f} {r['minutes']:8.1f} "
+                  f"{r['epochs']:7.2f} {r['tokens']:11,d}")
+    print(f"reference: Zaremba et al. 2014, non-regularized LSTM, test perplexity {REFERENCE}")
+    from keras_relmem.viz import budget_curves
+
+    path = budget_curves(
+        {name.upper(): results[name]["curve"] for name in ("rmc", "lstm") if name in results},
+        "val_perplexity", "validation perplexity", "PTB: equal training time on one CPU core",
+        pathlib.Path(args.results).with_suffix(".png"), log_y=True,
+    )
+    print(f"Wrote {path}")
+
+
+if __name__ == "__main__":
+    arguments = parse_args()
+    report(arguments) if arguments.report else run(arguments)
