@@ -167,3 +167,32 @@ def budget_curves(curves, key, ylabel, title, path, log_y=False):
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return _save(fig, path)
+
+
+def hops_per_task(hops, path, title="Mean hops per task", highlight=()):
+    """A bar per task of the mean number of hops an adaptive model took.
+
+    Args:
+        hops: `{task: mean hops}` (task numbers or their strings).
+        path: PNG to write.
+        title: the plot's title.
+        highlight: tasks drawn in another colour (e.g. the multi-fact ones).
+
+    Example:
+
+    >>> import tempfile, os
+    >>> path = hops_per_task({1: 1.2, 2: 2.8}, os.path.join(tempfile.mkdtemp(), "h.png"), highlight=[2])
+    >>> path.name
+    'h.png'
+    """
+    plt = _pyplot()
+    tasks = sorted(hops, key=int)
+    marked = {int(t) for t in highlight}
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.bar([str(t) for t in tasks], [hops[t] for t in tasks],
+           color=["tab:orange" if int(t) in marked else "tab:blue" for t in tasks])
+    ax.set_xlabel("bAbI task")
+    ax.set_ylabel("mean hops at test")
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    return _save(fig, path)

@@ -362,6 +362,101 @@ class BabiData:
             ds = ds.shuffle(len(arrays["answer"]), seed=seed, reshuffle_each_iteration=True)
         return ds.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
 
+    def story_lengths(self, split):
+        """Sentences per story in the tensors of `split` (after the memory window)."""
+        return np.sum(np.any(self.arrays(split)["story"] != 0, axis=-1), axis=-1).astype("int32")
+
+    def bucketed_dataset(
+        self,
+        split,
+        batch_size=32,
+        bounds=None,
+        shuffle=None,
+        seed=0,
+        features=("story", "query"),
+    ):
+        """Like `dataset`, with every batch's stories of similar length and padded
+        only to its bucket's bound, so a model does no work on most padded facts.
+
+        A batch has `(b, bound, S)` stories for one of a few bounds (one traced
+        function each in `fit`). Each pass shuffles the examples, cuts every
+        bucket into batches and shuffles the batches, all on indices: unlike
+        `tf.data`'s `shuffle` + `bucket_by_sequence_length`, no buffer holds
+        whole examples (1.7 GB for joint en-10k with 228-sentence stories, refilled
+        by every new iterator). Models that need a fixed number of facts (MEMO
+        with `logit_mixing="facts"`) cannot take it; use `dataset`. It comes
+        from a Python generator, so it cannot be split by `tf.distribute`.
+
+        Args:
+            split: 'train', 'validation' or 'test'.
+            batch_size: int (default 32); a bucket's last batch may be smaller.
+            bounds: increasing inclusive bounds on the story length (default
+                `bucket_bounds` of this split's lengths); `[story_length]`
+                gives `dataset`'s fully padded batches through the same pipeline.
+            shuffle: bool, default True for 'train' only; each pass over the
+                dataset gets a new order, seeded.
+            seed: int, shuffling seed.
+            features: which arrays go into the features dict; `story`, `time`
+                and `support` are cut to the bucket's bound.
+
+        Example:
+
+        ```python
+        babi = load_babi(tasks="all", data="en-10k", task_data={3: "en"})
+        train = babi.bucketed_dataset("train", batch_size=32)
+        ```
+        """
+        import itertools
+
+        import tensorflow as tf
+
+        arrays = self.arrays(split)
+        unknown = set(features) - set(arrays)
+        if unknown:
+            raise ValueError(f"Unknown features {sorted(unknown)}; available: {sorted(arrays)}.")
+        lengths = self.story_lengths(split)
+        bounds = sorted(bounds or bucket_bounds(lengths))
+        if lengths.max() > bounds[-1]:
+            raise ValueError(f"bounds must reach the longest story ({lengths.max()} sentences); received {bounds}.")
+        shuffle = shuffle if shuffle is not None else split == "train"
+        per_fact = {"story", "time", "support"}
+        bucket = np.searchsorted(bounds, lengths)  # the first bound >= the story's length
+        passes = itertools.count()
+
+        def batches():
+            rng = np.random.default_rng([seed, next(passes)])
+            order = rng.permutation(len(lengths)) if shuffle else np.arange(len(lengths))
+            groups = []
+            for index, bound in enumerate(bounds):
+                rows = order[bucket[order] == index]
+                groups += [(bound, rows[i:i + batch_size]) for i in range(0, len(rows), batch_size)]
+            if shuffle:
+                groups = [groups[i] for i in rng.permutation(len(groups))]
+            for bound, rows in groups:
+                x = {name: arrays[name][rows, :bound] if name in per_fact else arrays[name][rows] for name in features}
+                yield x, arrays["answer"][rows]
+
+        def spec(name):
+            shape = arrays[name].shape
+            tail = (None,) + shape[2:] if name in per_fact else shape[1:]
+            return tf.TensorSpec((None,) + tuple(tail), tf.as_dtype(arrays[name].dtype))
+
+        signature = ({name: spec(name) for name in features}, spec("answer"))
+        ds = tf.data.Dataset.from_generator(batches, output_signature=signature)
+        return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def bucket_bounds(lengths, quantiles=(0.5, 0.75, 0.9, 0.97, 0.99, 0.997, 1.0)):
+    """Bucket upper bounds (inclusive) for story lengths: the given quantiles, deduplicated.
+
+    Joint bAbI mixes 2-sentence stories with task 3's hundreds; a few buckets
+    cut the padded work of a batch to about what its own stories need.
+    """
+    lengths = np.asarray(lengths)
+    if lengths.size == 0:
+        raise ValueError("bucket_bounds needs at least one story length.")
+    return sorted({int(np.ceil(np.quantile(lengths, q))) for q in quantiles} | {int(lengths.max())})
+
 
 def load_babi(
     tasks=1,
@@ -370,6 +465,7 @@ def load_babi(
     memory_size=None,
     validation_split=0.1,
     seed=0,
+    task_data=None,
 ):
     """Load bAbI tasks with a seeded validation split held out from train.
 
@@ -383,6 +479,9 @@ def load_babi(
         validation_split: fraction of each task's training questions held out
             (default 0.1).
         seed: int seed of the validation split.
+        task_data: optional `{task: "en" | "en-10k"}` overriding `data` for
+            some tasks, e.g. `{3: "en"}` for a joint en-10k set whose task 3
+            training file is missing (our shared copy lacks it).
 
     Returns:
         A `BabiData`.
@@ -403,13 +502,18 @@ def load_babi(
     files = BabiFiles(data_dir)
     rng = np.random.default_rng(seed)
     examples = {"train": [], "validation": [], "test": []}
+    task_data = dict(task_data or {})
+    for task, name in task_data.items():
+        if name not in DATASETS:
+            raise ValueError(f"task_data[{task!r}] must be one of {DATASETS}; received {name!r}.")
     for task in task_list:
-        train = files.examples(data, task, "train")
+        source = task_data.get(task, data)
+        train = files.examples(source, task, "train")
         order = rng.permutation(len(train))
         held_out = int(round(len(train) * validation_split))
         examples["validation"] += [train[i] for i in sorted(order[:held_out])]
         examples["train"] += [train[i] for i in sorted(order[held_out:])]
-        examples["test"] += files.examples(data, task, "test")
+        examples["test"] += files.examples(source, task, "test")
     return BabiData(
         task_list, data, examples, memory_size or default_memory_size(task_list)
     )

@@ -5,13 +5,37 @@ Everything here is `keras.ops` math. The REINFORCE training step that uses
 `MEMO.unrolled` and `reinforce_halting_loss` lives in `keras_relmem.models.memo`.
 """
 
+import numbers
+
 import keras
 from keras import ops
 
 from keras_relmem.layers import utils
 
 HALTING_MODES = ("reinforce", "act", None)
+LOGIT_MIXING = ("heads", "facts")
 _NEG_INF = -1e9
+# P(halt) = sigmoid(bias) at the first hop of an untrained policy; above this
+# the policy halts at hop 1 almost always (and at inference, with the 0.5
+# threshold, always). The paper's +2/+5/+10 (appendix D) are past it: its sign
+# convention is the opposite of ours.
+_HALT_AT_ONCE_PROBABILITY = 0.85
+
+
+def _warn_if_halting_at_once(bias_init):
+    import math
+    import warnings
+
+    p_halt = 1.0 / (1.0 + math.exp(-bias_init))
+    if p_halt > _HALT_AT_ONCE_PROBABILITY:
+        warnings.warn(
+            f"bias_init={bias_init:g} gives P(halt) = sigmoid({bias_init:g}) = {p_halt:.2f} at the first hop: "
+            "the untrained policy halts after hop 1 almost always (and always at inference, where it halts "
+            "once P(halt) > 0.5). Here P(halt) = sigmoid(logit), so a negative bias makes another hop likely; "
+            f"the paper's +2/+5/+10 correspond to bias_init=-2/-5/-10.",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def _facts_count(facts):
@@ -38,10 +62,27 @@ class HaltingPolicy(keras.layers.Layer):
         max_hops: int, N (the one-hot size).
         gru_units: int (default 256, as in the paper).
         mlp_units: int (default 64, as in the paper).
-        bias_init: float, initial bias of the halting logit; negative values
-            make the untrained policy prefer another hop (default -3.0, so
-            P(halt) starts near 0.05).
+        bias_init: float, initial bias of the halting logit. Here
+            `P(halt) = sigmoid(logit)`, so negative values make the untrained
+            policy prefer another hop (default -3.0: P(halt) starts near
+            0.05). The paper's sweep (+2, +5, +10, appendix D) uses the
+            opposite sign, "continue" being its positive class: its values
+            are our -2, -5, -10. A value that makes halting at hop 1 near
+            certain (P(halt) > 0.85) draws a warning.
         **kwargs: standard layer arguments.
+
+    Example:
+
+    ```python
+    >>> import numpy as np
+    >>> policy = HaltingPolicy(max_hops=5, gru_units=8, mlp_units=4)
+    >>> policy.build()
+    >>> logit, value, state = policy(np.zeros((2,), "float32"), hop=0,
+    ...                              state=policy.initial_state(2))
+    >>> tuple(logit.shape), tuple(state.shape)
+    ((2,), (2, 8))
+
+    ```
 
     Reference: Banino et al., "MEMO: a deep network for flexible combination
     of episodic memories", ICLR 2020, arXiv:2001.10913 (§2.3).
@@ -56,6 +97,7 @@ class HaltingPolicy(keras.layers.Layer):
         self.gru_units = gru_units
         self.mlp_units = mlp_units
         self.bias_init = float(bias_init)
+        _warn_if_halting_at_once(self.bias_init)
         self.gru = keras.layers.GRUCell(gru_units, dtype=self.dtype_policy, name="gru")
         self.hidden = keras.layers.Dense(mlp_units, activation="relu", dtype=self.dtype_policy, name="mlp")
         self.halt = keras.layers.Dense(
@@ -109,13 +151,22 @@ class MEMO(keras.layers.Layer):
     `k_hi = W_k^h vec(c_i)` and values `v_hi = W_v^h vec(c_i)` (size `d`). The
     query starts as `Q_0 = W_q0 vec(query)` (size `H d`). At hop `t`:
 
-        logits_hi = k_hi^T W_h q_h / sqrt(d)     (W_h: per-head logit mixing)
+        logits_hi = k_hi^T W_h q_h / sqrt(d)     (logit_mixing="heads", default)
+                  = sum_j W_h[i, j] k_hj^T q_h / sqrt(d)   (logit_mixing="facts", eq. 11)
         w_h       = softmax_i(logits_h)           (padded facts masked; dropout)
         q'_h      = sum_i w_hi v_hi
         Q_t       = LayerNorm(W_q vec(q'_1..q'_H) + Q_{t-1})
         answer_t  = W_a dropout(relu(W_qa Q_t))   (logits; softmax gives p)
 
-    and the halting policy reads the Bhattacharyya distance between `w` of
+    `W_h` starts at the identity in both forms. The paper's eq. 11 has one
+    `W_h` of size I x I, shared by the heads, that mixes the logits across the
+    I facts (`"facts"`); it fixes the number of facts at build time. Ours
+    (`"heads"`) is a d x d bilinear form per head, which works with memories of
+    any size (e.g. bAbI stories bucketed by length). Every published figure
+    of this package so far (paired associative inference, bAbI) uses
+    `"heads"`.
+
+    The halting policy reads the Bhattacharyya distance between `w` of
     this hop and the last (uniform over the valid facts before the first hop)
     with the one-hot hop index.
 
@@ -139,7 +190,13 @@ class MEMO(keras.layers.Layer):
             (always `max_hops` hops).
         halting_gru_units, halting_mlp_units: sizes of the halting network
             (default 256 and 64, as in the paper).
-        bias_init: initial halting-logit bias (default -3.0).
+        logit_mixing: `"heads"` (default: a d x d bilinear `W_h` per head) or
+            `"facts"` (the paper's eq. 11: one I x I `W_h` over the facts,
+            shared by the heads; needs a fixed number of facts I).
+        bias_init: initial halting-logit bias (default -3.0). `P(halt) =
+            sigmoid(logit)`: negative values favour another hop. The paper's
+            +2/+5/+10 (appendix D) use the opposite sign and are our
+            -2/-5/-10; a value making halting at hop 1 near certain warns.
         halting_threshold: P(halt) above which inference stops (default 0.5).
         act_epsilon: ACT's epsilon (default 0.01).
         kernel_initializer: initializer of the projections (default glorot).
@@ -186,6 +243,7 @@ class MEMO(keras.layers.Layer):
         act_epsilon=0.01,
         kernel_initializer="glorot_uniform",
         seed=None,
+        logit_mixing="heads",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -198,6 +256,8 @@ class MEMO(keras.layers.Layer):
         utils.check_rate("answer_dropout", answer_dropout)
         if halting not in HALTING_MODES:
             raise ValueError(f"halting must be 'reinforce', 'act' or None; received halting={halting!r}.")
+        if logit_mixing not in LOGIT_MIXING:
+            raise ValueError(f"logit_mixing must be 'heads' or 'facts'; received logit_mixing={logit_mixing!r}.")
         if not 0.0 < halting_threshold < 1.0:
             raise ValueError(f"halting_threshold must be in (0, 1); received {halting_threshold!r}.")
         self.num_answers = num_answers
@@ -208,6 +268,7 @@ class MEMO(keras.layers.Layer):
         self.attention_dropout = float(attention_dropout)
         self.answer_dropout = float(answer_dropout)
         self.halting = halting
+        self.logit_mixing = logit_mixing
         self.halting_gru_units = halting_gru_units
         self.halting_mlp_units = halting_mlp_units
         self.bias_init = float(bias_init)
@@ -250,13 +311,26 @@ class MEMO(keras.layers.Layer):
         self.key_projection.build((None, fact_size))
         self.value_projection.build((None, fact_size))
         self.query_projection.build((None, query_size))
-        self.logit_mixing = self.add_weight(
-            shape=(self.num_heads, self.key_size, self.key_size),
-            initializer=lambda shape, dtype=None: ops.tile(
-                ops.expand_dims(ops.eye(self.key_size, dtype=dtype), 0), (self.num_heads, 1, 1)
-            ),
-            name="W_h",
-        )
+        if self.logit_mixing == "facts":
+            self.num_facts = facts_shape[1]
+            if self.num_facts is None:
+                raise ValueError(
+                    "logit_mixing='facts' (the paper's I x I W_h) needs a fixed number of facts; "
+                    f"received facts of shape {facts_shape}. Use logit_mixing='heads' for memories of any size."
+                )
+            self.mixing = self.add_weight(
+                shape=(self.num_facts, self.num_facts),
+                initializer=lambda shape, dtype=None: ops.eye(shape[0], dtype=dtype),
+                name="W_h",
+            )
+        else:
+            self.mixing = self.add_weight(
+                shape=(self.num_heads, self.key_size, self.key_size),
+                initializer=lambda shape, dtype=None: ops.tile(
+                    ops.expand_dims(ops.eye(self.key_size, dtype=dtype), 0), (self.num_heads, 1, 1)
+                ),
+                name="W_h",
+            )
         self.hop_projection.build((None, size))
         self.norm.build((None, size))
         self.answer_hidden.build((None, size))
@@ -268,6 +342,12 @@ class MEMO(keras.layers.Layer):
     # -- pieces -------------------------------------------------------------
     def memory(self, facts, query):
         """Keys and values `(batch, H, I, d)` and the initial query `(batch, H d)`."""
+        if self.logit_mixing == "facts" and facts.shape[1] is not None and facts.shape[1] != self.num_facts:
+            raise ValueError(
+                f"This MEMO was built for {self.num_facts} facts (logit_mixing='facts': W_h is "
+                f"{self.num_facts} x {self.num_facts}); received {facts.shape[1]}. Pad memories to "
+                f"{self.num_facts} facts, or use logit_mixing='heads'."
+            )
         batch, facts_count = ops.shape(facts)[0], _facts_count(facts)
         flat = ops.reshape(facts, (-1, facts.shape[2] * facts.shape[3]))
 
@@ -284,10 +364,17 @@ class MEMO(keras.layers.Layer):
         """One hop: returns `(new_query, attention (batch, H, I), answer_logits)`."""
         batch = ops.shape(query)[0]
         q = ops.reshape(query, (batch, self.num_heads, 1, self.key_size))
-        mixing = ops.transpose(ops.cast(self.logit_mixing, q.dtype), (0, 2, 1))
-        mixed = ops.matmul(q, mixing)  # (b, H, 1, d): (W_h q_h)^T
-        logits = ops.matmul(mixed, ops.transpose(keys, (0, 1, 3, 2)))[:, :, 0, :]
-        logits = ops.cast(logits, "float32") / (self.key_size**0.5)
+        if self.logit_mixing == "facts":
+            logits = ops.matmul(q, ops.transpose(keys, (0, 1, 3, 2)))[:, :, 0, :]  # (b, H, I)
+            logits = ops.cast(logits, "float32") / (self.key_size**0.5)
+            if mask is not None:  # padded facts must not leak into the valid ones' logits
+                logits = ops.where(ops.expand_dims(mask, 1), logits, 0.0)
+            logits = ops.matmul(logits, ops.transpose(ops.cast(self.mixing, "float32")))
+        else:
+            mixing = ops.transpose(ops.cast(self.mixing, q.dtype), (0, 2, 1))
+            mixed = ops.matmul(q, mixing)  # (b, H, 1, d): (W_h q_h)^T
+            logits = ops.matmul(mixed, ops.transpose(keys, (0, 1, 3, 2)))[:, :, 0, :]
+            logits = ops.cast(logits, "float32") / (self.key_size**0.5)
         if mask is not None:
             logits = ops.where(ops.expand_dims(mask, 1), logits, _NEG_INF)
         attention = ops.softmax(logits, axis=-1)
@@ -428,6 +515,7 @@ class MEMO(keras.layers.Layer):
                 "attention_dropout": self.attention_dropout,
                 "answer_dropout": self.answer_dropout,
                 "halting": self.halting,
+                "logit_mixing": self.logit_mixing,
                 "halting_gru_units": self.halting_gru_units,
                 "halting_mlp_units": self.halting_mlp_units,
                 "bias_init": self.bias_init,
@@ -438,6 +526,14 @@ class MEMO(keras.layers.Layer):
             }
         )
         return config
+
+
+def check_n_step(n_step):
+    """`n_step` is None (Monte-Carlo returns) or a positive int; anything else is refused."""
+    if n_step is not None and (isinstance(n_step, bool) or not isinstance(n_step, numbers.Integral) or n_step < 1):
+        raise ValueError(
+            f"n_step (the REINFORCE bootstrap horizon) must be a positive int or None; received n_step={n_step!r}."
+        )
 
 
 def reinforce_halting_loss(halt_logits, values, halt_hop, reward, gamma=0.9, alpha=0.1, beta=0.01, n_step=None):
@@ -470,6 +566,7 @@ def reinforce_halting_loss(halt_logits, values, halt_hop, reward, gamma=0.9, alp
     values = ops.cast(values, "float32")
     reward = ops.cast(reward, "float32")
     n_hops = halt_logits.shape[1]
+    check_n_step(n_step)
     n_step = n_hops if n_step is None else n_step
     steps = ops.arange(1, n_hops + 1, dtype="float32")[None, :]  # 1..N
     T = ops.cast(ops.expand_dims(halt_hop, -1), "float32")

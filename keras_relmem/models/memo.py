@@ -12,7 +12,7 @@ two under REINFORCE.
 import keras
 from keras import ops
 
-from keras_relmem.layers.memo import MEMO, act_weights, reinforce_halting_loss, sample_halting
+from keras_relmem.layers.memo import MEMO, act_weights, check_n_step, reinforce_halting_loss, sample_halting
 from keras_relmem.optimizers import SplitOptimizer
 
 # Our defaults; the paper's appendix D searches over these (D.3).
@@ -107,6 +107,7 @@ class MEMOClassifier(keras.Model):
         self.gamma, self.alpha, self.beta = float(gamma), float(alpha), float(beta)
         self.halting_learning_rate = float(halting_learning_rate)
         self.ponder_cost = float(ponder_cost)
+        check_n_step(n_step)
         self.n_step = n_step
         self.seed = seed
         self.memo_kwargs = dict(memo_kwargs)

@@ -150,6 +150,39 @@ def test_missing_en10k_task3_names_the_file():
         load_babi(3, "en-10k")
 
 
+def test_task_data_mixes_sets_for_a_missing_file():
+    data = load_babi([1, 3], "en-10k", task_data={3: "en"})
+    counts = {t: sum(ex.task == t for ex in data.examples["train"]) for t in (1, 3)}
+    assert counts == {1: 9000, 3: 900}  # 10k and 1k questions, 10% held out each
+    with pytest.raises(ValueError, match=r"task_data\[3\]"):
+        load_babi([3], "en-10k", task_data={3: "en-1k"})
+
+
+def test_bucketed_batches_keep_every_example_once_and_cut_padding():
+    import numpy as np
+
+    data = load_babi([1, 2], "en")
+    arrays, lengths = data.arrays("test"), data.story_lengths("test")
+    bounds = babi.bucket_bounds(lengths)
+    assert bounds[-1] == lengths.max() == data.story_length
+    seen, computed = [], 0
+    for features, answer in data.bucketed_dataset("test", batch_size=50, features=("story", "query", "time")):
+        story = features["story"].numpy()
+        computed += story.shape[0] * story.shape[1]
+        assert story.shape[1] in bounds and features["time"].shape[1] == story.shape[1]
+        used = np.any(story != 0, -1).sum(-1)
+        assert used.max() <= story.shape[1] and (story.shape[1] == bounds[0] or used.min() > max(
+            b for b in [0] + bounds if b < story.shape[1]))  # each story sits in its own bucket
+        seen += [(s[: n].tobytes(), q.tobytes(), a) for s, n, q, a in
+                 zip(story, used, features["query"].numpy(), answer.numpy())]
+    expected = [(s[: n].tobytes(), q.tobytes(), a) for s, n, q, a in
+                zip(arrays["story"], lengths, arrays["query"], arrays["answer"])]
+    assert sorted(seen) == sorted(expected)
+    assert computed < 0.7 * len(arrays["answer"]) * data.story_length  # fact rows a model works on
+    with pytest.raises(ValueError, match="longest story"):
+        data.bucketed_dataset("test", bounds=[3])
+
+
 def test_bad_task_and_data_arguments():
     with pytest.raises(ValueError, match="21"):
         load_babi(21)

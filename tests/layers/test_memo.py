@@ -85,7 +85,8 @@ def test_forced_halt_at_max_hops_and_bias_init_continues():
     never = make_memo(bias_init=-30.0, max_hops=4)
     _, hops = never([facts, query])
     np.testing.assert_array_equal(hops, [4, 4])  # hard stop at N
-    at_once = make_memo(bias_init=30.0, max_hops=4)
+    with pytest.warns(UserWarning, match="halts after hop 1"):
+        at_once = make_memo(bias_init=30.0, max_hops=4)
     logits, hops = at_once([facts, query])
     np.testing.assert_array_equal(hops, [1, 1])
     first_hop = at_once.unrolled([facts, query])["answer_logits"][:, 0]
