@@ -351,16 +351,21 @@ class BabiData:
         """
         import tensorflow as tf
 
-        arrays = self.arrays(split)
-        unknown = set(features) - set(arrays)
-        if unknown:
-            raise ValueError(f"Unknown features {sorted(unknown)}; available: {sorted(arrays)}.")
+        arrays = self._feature_arrays(split, features)
         ds = tf.data.Dataset.from_tensor_slices(
             ({name: arrays[name] for name in features}, arrays["answer"])
         )
         if shuffle if shuffle is not None else split == "train":
             ds = ds.shuffle(len(arrays["answer"]), seed=seed, reshuffle_each_iteration=True)
         return ds.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
+
+    def _feature_arrays(self, split, features):
+        """The arrays of `split`, after checking that every requested feature exists."""
+        arrays = self.arrays(split)
+        unknown = set(features) - set(arrays)
+        if unknown:
+            raise ValueError(f"Unknown features {sorted(unknown)}; available: {sorted(arrays)}.")
+        return arrays
 
     def story_lengths(self, split):
         """Sentences per story in the tensors of `split` (after the memory window)."""
@@ -410,10 +415,7 @@ class BabiData:
 
         import tensorflow as tf
 
-        arrays = self.arrays(split)
-        unknown = set(features) - set(arrays)
-        if unknown:
-            raise ValueError(f"Unknown features {sorted(unknown)}; available: {sorted(arrays)}.")
+        arrays = self._feature_arrays(split, features)
         lengths = self.story_lengths(split)
         bounds = sorted(bounds or bucket_bounds(lengths))
         if lengths.max() > bounds[-1]:

@@ -5,7 +5,9 @@ Everything here is `keras.ops` math. The REINFORCE training step that uses
 `MEMO.unrolled` and `reinforce_halting_loss` lives in `keras_relmem.models.memo`.
 """
 
+import math
 import numbers
+import warnings
 
 import keras
 from keras import ops
@@ -23,9 +25,6 @@ _HALT_AT_ONCE_PROBABILITY = 0.85
 
 
 def _warn_if_halting_at_once(bias_init):
-    import math
-    import warnings
-
     p_halt = 1.0 / (1.0 + math.exp(-bias_init))
     if p_halt > _HALT_AT_ONCE_PROBABILITY:
         warnings.warn(

@@ -18,31 +18,11 @@ from keras_relmem import MEMO
 from keras_relmem.layers.memo import HaltingPolicy, act_weights, reinforce_halting_loss
 from keras_relmem.models.memo import MEMOClassifier
 from tests.helpers import assert_close, randomize_weights, weights_by_name
-from tests.layers.test_memo import np_layer_norm, np_softmax
-
-B, I, S, DC, SQ = 2, 5, 3, 4, 2
-H, D, A = 2, 3, 4
+from tests.layers.test_memo import DC, SQ, A, B, D, H, I, S, inputs, make_memo, np_layer_norm, np_softmax
 
 
 def sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
-
-
-def inputs(seed=0):
-    rng = np.random.default_rng(seed)
-    return (
-        rng.normal(size=(B, I, S, DC)).astype("float32"),
-        rng.normal(size=(B, SQ, DC)).astype("float32"),
-    )
-
-
-def make_memo(**kwargs):
-    args = dict(num_answers=A, key_size=D, num_heads=H, max_hops=4, answer_units=6,
-                attention_dropout=0.0, answer_dropout=0.0)
-    args.update(kwargs)
-    memo = MEMO(**args)
-    memo.build([(None, I, S, DC), (None, SQ, DC)])
-    return memo
 
 
 def test_facts_logit_mixing_is_the_papers_eq11():
