@@ -60,6 +60,9 @@ def parse_args(argv=None):
     parser.add_argument("--key-size", type=int, default=32)
     parser.add_argument("--max-hops", type=int, default=5)
     parser.add_argument("--halting-warmup-rounds", type=int, default=10)
+    parser.add_argument("--answer-loss", choices=("all", "visited"), default="all",
+                        help="hops whose answers the cross-entropy trains (MEMOClassifier's answer_loss); "
+                             "'visited' let the policy collapse to one hop")
     parser.add_argument("--jit-compile", action="store_true", help="XLA training steps (see --speed)")
     parser.add_argument("--no-buckets", action="store_true", help="pad every batch to the longest story")
     parser.add_argument("--test-limit", type=int, default=0, help="evaluate on this many test questions per task")
@@ -90,6 +93,7 @@ def build(args, data):
         "memo", len(data.vocab), len(data.answer_vocab), data.story_length, data.sentence_length,
         data.query_length, embedding_dim=args.embedding_dim, num_heads=args.num_heads,
         key_size=args.key_size, max_hops=args.max_hops,
+        answer_loss=getattr(args, "answer_loss", "visited"),  # results from before the option: visited
     )
     model.compile(keras.optimizers.Adam(args.learning_rate, clipnorm=args.clipnorm),
                   jit_compile=bool(args.jit_compile))

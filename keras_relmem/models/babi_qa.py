@@ -38,6 +38,7 @@ DEFAULTS = {
         "beta": 0.01,
         "bias_init": -3.0,
         "halting_learning_rate": 1e-4,
+        "answer_loss": "visited",
     },
 }
 

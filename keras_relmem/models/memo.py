@@ -23,6 +23,7 @@ TRAINING_DEFAULTS = {
     "halting_learning_rate": 1e-4,
     "ponder_cost": 0.01,
 }
+ANSWER_LOSSES = ("visited", "all")
 
 
 def story_time(mask):
@@ -54,6 +55,15 @@ class MEMOClassifier(keras.Model):
         halting_learning_rate: RMSProp learning rate of the halting network.
         ponder_cost: ACT's tau.
         n_step: REINFORCE bootstrap horizon (default: Monte-Carlo).
+        answer_loss: under REINFORCE, which hops' answers the cross-entropy
+            trains: `"visited"` (default: hops 1..T of the sampled episode,
+            so the answer is trained where the policy looks) or `"all"`
+            (every hop 1..N whatever the policy samples). With `"visited"`
+            a policy that learns to halt at hop 1 stops the later hops from
+            learning, and they never get good enough to pay for continuing:
+            on joint bAbI the policy collapsed to one hop that way.
+            `"all"` keeps every hop's answer trained, so the reward can tell
+            where more hops help. Both cost the same: all N hops are unrolled.
         **memo_kwargs: arguments of `keras_relmem.MEMO` (`num_heads`,
             `key_size`, `max_hops`, `halting`, `bias_init`, ...).
 
@@ -95,6 +105,7 @@ class MEMOClassifier(keras.Model):
         halting_learning_rate=TRAINING_DEFAULTS["halting_learning_rate"],
         ponder_cost=TRAINING_DEFAULTS["ponder_cost"],
         n_step=None,
+        answer_loss="visited",
         seed=None,
         **memo_kwargs,
     ):
@@ -109,6 +120,9 @@ class MEMOClassifier(keras.Model):
         self.ponder_cost = float(ponder_cost)
         check_n_step(n_step)
         self.n_step = n_step
+        if answer_loss not in ANSWER_LOSSES:
+            raise ValueError(f"answer_loss must be one of {ANSWER_LOSSES}, got {answer_loss!r}")
+        self.answer_loss = answer_loss
         self.seed = seed
         self.memo_kwargs = dict(memo_kwargs)
         if vocab_size:
@@ -252,9 +266,11 @@ class MEMOClassifier(keras.Model):
         result = {}
         if self.memo.halting == "reinforce":
             halt_hop = out["halt_hop"]
-            upto = ops.cast(steps <= ops.expand_dims(halt_hop, -1), "float32")
-            # The answer MLP learns at every hop the episode visited.
-            task = ops.mean(ops.sum(per_hop_ce * upto, axis=1) / ops.sum(upto, axis=1))
+            if self.answer_loss == "all":
+                task = ops.mean(per_hop_ce)
+            else:
+                upto = ops.cast(steps <= ops.expand_dims(halt_hop, -1), "float32")
+                task = ops.mean(ops.sum(per_hop_ce * upto, axis=1) / ops.sum(upto, axis=1))
             final = ops.take_along_axis(logits, ops.reshape(halt_hop - 1, (-1, 1, 1)), axis=1)[:, 0]
             reward = ops.cast(ops.equal(ops.argmax(final, axis=-1), target), "float32")
             policy = reinforce_halting_loss(
@@ -340,6 +356,7 @@ class MEMOClassifier(keras.Model):
             "halting_learning_rate": self.halting_learning_rate,
             "ponder_cost": self.ponder_cost,
             "n_step": self.n_step,
+            "answer_loss": self.answer_loss,
             "seed": self.seed,
             "name": self.name,
             **self.memo_kwargs,

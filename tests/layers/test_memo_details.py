@@ -220,3 +220,33 @@ def test_bias_init_warns_when_halting_at_hop_one_is_near_certain():
         MEMO(A, bias_init=-3.0)
         MEMO(A, bias_init=1.0)  # P(halt) 0.73: not near certain
         MEMO(A, halting=None, bias_init=5.0)  # no policy, nothing to warn about
+
+
+def np_cross_entropy(logits, label):
+    return -np.log(np_softmax(logits)[label])
+
+
+@pytest.mark.parametrize("answer_loss", ["visited", "all"])
+def test_answer_loss_trains_the_visited_or_all_hops(answer_loss):
+    """The task loss on hop-t answers: mean over t <= T ("visited") or over all N hops ("all")."""
+    rng = np.random.default_rng(5)
+    model = MEMOClassifier(num_answers=3, answer_loss=answer_loss)
+    logits = rng.normal(size=(4, 5, 3)).astype("float32")
+    target = np.array([0, 2, 1, 1])
+    halt_hop = np.array([1, 3, 5, 2], "int32")
+    out = {"answer_logits": logits, "halt_logits": rng.normal(size=(4, 5)).astype("float32"),
+           "values": rng.uniform(size=(4, 5)).astype("float32"), "halt_hop": halt_hop}
+    losses = model.losses_from_outputs(out, target)
+    per_example = []
+    for b in range(4):
+        hops = range(halt_hop[b]) if answer_loss == "visited" else range(5)
+        per_example.append(np.mean([np_cross_entropy(logits[b, t], target[b]) for t in hops]))
+    assert_close(losses["task"], np.mean(per_example), atol=1e-5)
+    # Either way the episode answers (and is rewarded) at its halting hop.
+    assert_close(losses["logits"], logits[np.arange(4), halt_hop - 1], atol=0)
+
+
+def test_answer_loss_is_checked_and_round_trips():
+    with pytest.raises(ValueError, match="answer_loss"):
+        MEMOClassifier(2, answer_loss="final")
+    assert MEMOClassifier.from_config(MEMOClassifier(2, answer_loss="all").get_config()).answer_loss == "all"
