@@ -4,8 +4,6 @@ All generators are NumPy-only and seeded: the same arguments and seed give the
 same data.
 """
 
-import collections
-
 import numpy as np
 
 
@@ -192,37 +190,37 @@ def paired_associative_inference(
     }
 
 
-def _knn_graph(points, k):
-    """Undirected edges joining every node to its k nearest neighbours."""
+def _knn_adjacency(points, k):
+    """Symmetric 0/1 adjacency joining every node to its k nearest neighbours."""
     distances = np.linalg.norm(points[:, None] - points[None], axis=-1)
     np.fill_diagonal(distances, np.inf)
-    edges = set()
-    for node in range(len(points)):
-        for neighbour in np.argsort(distances[node], kind="stable")[:k]:
-            edges.add((min(node, int(neighbour)), max(node, int(neighbour))))
-    return sorted(edges)
+    nearest = np.argsort(distances, axis=1, kind="stable")[:, :k]
+    adjacency = np.zeros(distances.shape, bool)
+    adjacency[np.arange(len(points))[:, None], nearest] = True
+    return adjacency | adjacency.T
 
 
-def _bfs_paths(num_nodes, edges, source):
-    """Shortest-path hop counts and the number of shortest paths from source."""
-    neighbours = collections.defaultdict(list)
-    for a, b in edges:
-        neighbours[a].append(b)
-        neighbours[b].append(a)
-    dist = {source: 0}
-    count = collections.Counter({source: 1})
-    parent = {source: None}
-    queue = collections.deque([source])
-    while queue:
-        node = queue.popleft()
-        for nxt in neighbours[node]:
-            if nxt not in dist:
-                dist[nxt] = dist[node] + 1
-                parent[nxt] = node
-                queue.append(nxt)
-            if dist[nxt] == dist[node] + 1:
-                count[nxt] += count[node]
-    return dist, count, parent
+def _shortest_path_counts(adjacency):
+    """All-pairs hop distances (-1: unreachable) and numbers of shortest paths.
+
+    The number of walks of d edges from i to j is `(A^d)[i, j]`; at the first
+    d where it is non-zero, d is the distance and every such walk is a
+    shortest path. Matrix products instead of a BFS per source: the shortest
+    path bench draws tens of thousands of graphs per round.
+    """
+    n = len(adjacency)
+    step = adjacency.astype("float64")
+    distance = np.where(np.eye(n, dtype=bool), 0, -1)
+    count = np.eye(n)
+    walks = np.eye(n)
+    for d in range(1, n):
+        walks = walks @ step
+        new = (walks > 0) & (distance < 0)
+        if not new.any():
+            break
+        distance[new] = d
+        count[new] = walks[new]
+    return distance, count
 
 
 def shortest_path(
@@ -269,26 +267,26 @@ def shortest_path(
     graphs, longest_path, most_edges = [], 0, 0
     while len(graphs) < num_examples:
         points = rng.random((num_nodes, 2))
-        edges = _knn_graph(points, num_neighbours)
-        candidates = []
-        for source in range(num_nodes):
-            dist, count, parent = _bfs_paths(num_nodes, edges, source)
-            for dest, d in dist.items():
-                if d >= min_path_length and (max_path_length is None or d <= max_path_length) and count[dest] == 1:
-                    candidates.append((source, dest, parent))
-        if not candidates:
+        adjacency = _knn_adjacency(points, num_neighbours)
+        distance, count = _shortest_path_counts(adjacency)
+        longest = num_nodes if max_path_length is None else max_path_length
+        candidates = np.argwhere((distance >= min_path_length) & (distance <= longest) & (count == 1))
+        if not len(candidates):
             continue
-        source, dest, parent = candidates[rng.integers(len(candidates))]
-        path = [dest]
-        while parent[path[-1]] is not None:
-            path.append(parent[path[-1]])
-        path.reverse()
+        source, dest = (int(n) for n in candidates[rng.integers(len(candidates))])
+        # The path is unique, so from each node exactly one neighbour is one edge closer to dest.
+        path = [source]
+        while path[-1] != dest:
+            closer = distance[:, dest] == distance[path[-1], dest] - 1
+            path.append(int(np.flatnonzero(adjacency[path[-1]] & closer)[0]))
+        edges = np.argwhere(np.triu(adjacency))
         relabel = rng.permutation(num_nodes)
-        directed = [(relabel[a], relabel[b]) for a, b in edges] + [(relabel[b], relabel[a]) for a, b in edges]
-        directed = [directed[i] for i in rng.permutation(len(directed))]
+        relabel_edges = relabel[edges]
+        directed = np.concatenate([relabel_edges, relabel_edges[:, ::-1]])
+        directed = directed[rng.permutation(len(directed))]
         positions = np.zeros_like(points)
         positions[relabel] = points
-        graphs.append((directed, [relabel[source], relabel[dest]], [relabel[p] for p in path], positions))
+        graphs.append((directed, relabel[[source, dest]], relabel[path], positions))
         longest_path = max(longest_path, len(path))
         most_edges = max(most_edges, len(directed))
     edges_out = np.full((num_examples, most_edges, 2), -1, "int32")
