@@ -68,7 +68,7 @@ class MEMOClassifier(keras.Model):
             `key_size`, `max_hops`, `halting`, `bias_init`, ...).
 
     Inputs: a dict with `facts` (or `story`; `(b, I, S)` ids or `(b, I, S, E)`
-    vectors), `query` (`(b, Sq)` ids or `(b, Sq, E)` vectors) and, optionally
+    vectors; id 0, or a fact whose vectors are all zero, is padding), `query` (`(b, Sq)` ids or `(b, Sq, E)` vectors) and, optionally
     with `max_time`, `time (b, I)` (derived from the padding of a
     left-aligned story when absent). Calling the model gives answer logits; `return_hops=True`
     gives `{"logits", "hops"}`.
@@ -178,6 +178,9 @@ class MEMOClassifier(keras.Model):
                 ops.cast(ops.not_equal(query, 0), self.compute_dtype), -1
             )
         else:
+            # A fact whose item vectors are all zero is padding (e.g. graphs
+            # with fewer edges than the batch's widest).
+            mask = ops.any(ops.any(ops.not_equal(facts, 0), axis=-1), axis=-1)
             items = self.embed(facts)
             question = self.embed(query)
         return [items, question], mask

@@ -233,3 +233,16 @@ def test_memories_of_different_sizes_share_one_model():
         }
         model.fit(x, np.zeros(16, "int32"), epochs=1, verbose=0, batch_size=8)
         assert_close(model.predict(x, verbose=0), keras.ops.convert_to_numpy(model(x)), rtol=1e-5, atol=1e-6)
+
+
+def test_all_zero_vector_facts_are_padding():
+    """Appending all-zero facts to vector inputs changes neither the answers nor the hops."""
+    rng = np.random.default_rng(4)
+    model = MEMOClassifier(5, embedding_dim=8, num_heads=2, key_size=4, max_hops=3, seed=0)
+    x = {"facts": rng.normal(size=(4, 6, 2, 8)).astype("float32"), "query": rng.normal(size=(4, 2, 8)).astype("float32")}
+    padded = {**x, "facts": np.concatenate([x["facts"], np.zeros((4, 5, 2, 8), "float32")], axis=1)}
+    out, out_padded = model(x, return_hops=True), model(padded, return_hops=True)
+    assert_close(out_padded["logits"], out["logits"], atol=1e-5)
+    assert_close(out_padded["hops"], out["hops"], atol=0)
+    unrolled = model.memo.unrolled(model.embed_inputs(padded)[0], mask=model.embed_inputs(padded)[1])
+    assert_close(keras.ops.convert_to_numpy(unrolled["attention"])[..., 6:], np.zeros((4, 3, 2, 5)), atol=0)
