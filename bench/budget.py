@@ -94,9 +94,14 @@ def train_within_budget(
     return curve, model
 
 
-def merge_result(path, key, value, arguments):
+def merge_result(path, key, value, arguments, update=False):
     """Set `results[key] = value` in the JSON file at `path` (atomically), keeping
-    the other keys, and record the arguments used under `args[key]`."""
+    the other keys, and record the arguments used under `args[key]`.
+
+    `key` may be a tuple naming a nested entry: `("4", "EMN")` sets
+    `results["4"]["EMN"]` and records the arguments under `args["4/EMN"]`.
+    With `update`, a dict `value` updates the entry's keys instead of replacing
+    it (so `results["4"]` can hold one model's figures and another's entry)."""
     import fcntl
 
     path = pathlib.Path(path)
@@ -105,7 +110,14 @@ def merge_result(path, key, value, arguments):
     with open(path.with_name(path.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         results = json.loads(path.read_text()) if path.exists() else {}
-        results[key] = value
-        results.setdefault("args", {})[key] = arguments
+        keys = (key,) if isinstance(key, str) else tuple(key)
+        entry = results
+        for name in keys[:-1]:
+            entry = entry.setdefault(name, {})
+        if update:
+            entry.setdefault(keys[-1], {}).update(value)
+        else:
+            entry[keys[-1]] = value
+        results.setdefault("args", {})["/".join(keys)] = arguments
         write_json(path, results)
     return results

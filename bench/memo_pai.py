@@ -1,46 +1,131 @@
-"""MEMO on paired associative inference (length 3) against a single-hop baseline.
+"""MEMO on paired associative inference of length 3, 4 or 5 against a single-hop baseline.
 
-Episodes are generated afresh every epoch (a stream, as in the paper; no
-episode is seen twice) from a fixed pool of item vectors standing in for the
-paper's ImageNet embeddings. The answer is the match's identity (a softmax
-over the item pool); the model's choice is whichever of the query's two
-choices scores higher, and accuracy is reported separately on direct (A-B, B-C)
-and indirect (A-C) queries. An optional curriculum grows the number of
-sequences per memory (e.g. `--curriculum 4:12,8:8,16:20`).
+Banino et al. 2020 (§4, Tables 1, 5 and 6): every memory stores the
+consecutive pairs (A-B, B-C, ...) of `--sequences` sequences of `--length`
+items; a query asks which of two items belongs to the cue's sequence, either
+the next item (direct: A-B, B-C, ...) or one further away (inference: A-C,
+B-D, ... at distance 1, A-D, B-E at distance 2, A-E at distance 3). Every
+query type is reported separately, with MEMO's mean hops per type: adaptive
+computation should spend more hops on longer inference distances.
 
-Trains MEMO (REINFORCE halting, `--max-hops`) and an end-to-end memory
-network style baseline (each fact's items summed into one vector, one hop),
-printing after every epoch the test accuracies and MEMO's mean hops; then
-measures how MEMO's inference latency (in process and through an exported
-SavedModel) depends on the hops taken.
+Episodes are generated afresh every round (`--episodes` per round, as the
+paper's stream: no episode is seen twice) from a fixed pool of item vectors
+standing in for the paper's ImageNet embeddings. The answer is the match's
+identity (a softmax over the item pool); the model's choice is whichever of
+the query's two choices scores higher. A curriculum grows the number of
+sequences per memory (`--curriculum 4:30,8:10,16:1`: rounds per stage, the
+last stage runs until the budget is spent).
 
-`--answer choice` trains the 2-way formulation instead (which of the two
-choices is the match); in our runs it stays at chance even with 2 sequences,
-while the identity answer learns (see the README's MEMO section).
+`--model memo` trains MEMO (REINFORCE halting, `--max-hops`); `--model emn`
+the end-to-end memory network style baseline (each fact's items summed into
+one vector, one hop). Both train in rounds until `--budget-minutes` of
+training time (bench/budget.py): after every round the test accuracies and
+hops are recorded, the model and curve saved under
+`--workdir/<length>/<model>`, and the result so far written to
+`bench/results/memo_pai.json` as `{"<length>": {"A-C": %, ..., "hops":
+{"A-C": mean, ...}, "hops_by_distance": {...}, "minutes": m, "EMN": {...}}}`.
+A rerun continues where the last round ended.
 
 Usage:
-    python bench/memo_pai.py --curriculum 4:12,8:8,16:20
+    python bench/memo_pai.py --length 4                 # MEMO, 60 training minutes
+    python bench/memo_pai.py --length 4 --model emn     # the baseline
+    python bench/memo_pai.py --report                   # tables next to the paper's
+    python bench/memo_pai.py --length 3 --latency       # MEMO's latency by hops taken
 """
 
 import argparse
+import json
 import os
+import pathlib
+import sys
 import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(__file__))
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+from budget import limit_threads, merge_result, train_within_budget  # noqa: E402
 
-from keras_relmem.data import synthetic  # noqa: E402
-from keras_relmem.models.memo import MEMOClassifier  # noqa: E402
+RESULTS = pathlib.Path(__file__).parent / "results" / "memo_pai.json"
+# Banino et al. 2020: MEMO's test accuracy (%) by query type, Table 1 (length 3),
+# Table 5 (length 4) and Table 6 (length 5), as quoted in our issue tracker.
+PAPER = {
+    "3": {"A-C": 98.26},
+    "4": {"A-C": 98.93, "B-D": 99.14, "A-D": 97.22},
+    "5": {"A-D": 86.12, "A-E": 84.54},
+}
+LETTERS = "ABCDEFGHIJ"
 
 
-def episodes(count, sequences, args, seed, summed=False):
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--length", type=int, choices=(3, 4, 5), default=3, help="items per sequence")
+    parser.add_argument("--model", choices=("memo", "emn"), default="memo")
+    parser.add_argument("--budget-minutes", type=float, default=60.0)
+    parser.add_argument("--episodes", type=int, default=20000, help="fresh training episodes per round")
+    parser.add_argument("--test", type=int, default=3000, help="test episodes per memory size")
+    parser.add_argument("--curriculum", default="4:30,8:10,16:1",
+                        help="SEQUENCES:ROUNDS,...; the last stage lasts until the budget is spent")
+    parser.add_argument("--num-items", type=int, default=1000, help="size of the item pool")
+    parser.add_argument("--answer", choices=("identity", "choice"), default="identity",
+                        help="'choice' trains the 2-way answer instead (it stayed at chance in our runs)")
+    parser.add_argument("--embedding-size", type=int, default=64)
+    parser.add_argument("--max-hops", type=int, default=0,
+                        help="MEMO's N (default: 2 * (length - 1) + 1, i.e. 5, 7, 9)")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--halting-warmup", type=int, default=20,
+                        help="rounds before the halting network starts learning (it runs ~N hops until then)")
+    parser.add_argument("--threads", type=int, default=0, help="cores for TensorFlow (0: all)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workdir", default="runs/bench_memo_pai")
+    parser.add_argument("--results", default=str(RESULTS))
+    parser.add_argument("--report", action="store_true", help="print the tables from the JSON")
+    parser.add_argument("--latency", action="store_true",
+                        help="MEMO's inference latency by hops taken, from the trained model in --workdir")
+    args = parser.parse_args(argv)
+    if not args.max_hops:
+        args.max_hops = 2 * (args.length - 1) + 1
+    return args
+
+
+def parse_curriculum(text):
+    """`"4:30,8:10,16:1"` -> `[(4, 30), (8, 10), (16, 1)]` (sequences, rounds)."""
+    stages = []
+    for part in text.split(","):
+        try:
+            count, rounds = (int(n) for n in part.split(":"))
+        except ValueError:
+            raise SystemExit(f"--curriculum: expected SEQUENCES:ROUNDS, got {part!r}") from None
+        stages.append((count, rounds))
+    return stages
+
+
+def sequences_at(stages, index):
+    """The number of sequences per memory in round `index` (the last stage never ends)."""
+    for count, rounds in stages:
+        if index < rounds:
+            return count
+        index -= rounds
+    return stages[-1][0]
+
+
+def query_name(kind):
+    """`"AC"` -> `"A-C"`."""
+    return f"{kind[0]}-{kind[1]}"
+
+
+def distance(kind):
+    """Inference distance of a query type: 0 for direct (A-B), 1 for A-C, ..."""
+    return LETTERS.index(kind[1]) - LETTERS.index(kind[0]) - 1
+
+
+def episodes(count, sequences, args, seed):
+    from keras_relmem.data import synthetic
+
     data = synthetic.paired_associative_inference(
-        count, 3, sequences, args.embedding_size, seed=seed, num_items=args.num_items)
-    if summed:  # the EMN-style input: a fact's items summed (facts no longer separate)
+        count, args.length, sequences, args.embedding_size, seed=seed, num_items=args.num_items)
+    if args.model == "emn":  # the EMN-style input: a fact's items summed (facts no longer separate)
         data["memory"] = data["memory"].sum(axis=2, keepdims=True)
     data["label"] = data["match_id"] if args.answer == "identity" else data["target"]
     return data
@@ -50,131 +135,192 @@ def inputs(data):
     return {"facts": data["memory"], "query": data["query"]}
 
 
-def test_pass(forward, data, answer):
-    """(A-B accuracy, A-C accuracy, mean hops) on a test set, in one pass of the model."""
+def build(args):
+    import keras
+
+    from keras_relmem.models.memo import MEMOClassifier
+
+    keras.utils.set_random_seed(args.seed)
+    memo = args.model == "memo"
+    model = MEMOClassifier(args.num_items if args.answer == "identity" else 2, embedding_dim=64, num_heads=4,
+                           key_size=32, max_hops=args.max_hops if memo else 1,
+                           halting="reinforce" if memo else None, seed=args.seed)
+    model.compile(keras.optimizers.Adam(args.learning_rate))
+    return model
+
+
+def test_pass(model, data, answer):
+    """Per-example correctness and hops on a test set."""
+    import numpy as np
+    import tensorflow as tf
+
+    forward = tf.function(lambda x: model(x, return_hops=True), reduce_retracing=True)
     logits, hops = [], []
     for start in range(0, len(data["query"]), 256):
         out = forward({k: tf.constant(v[start:start + 256]) for k, v in inputs(data).items()})
         logits.append(np.asarray(out["logits"]))
-        hops.append(np.asarray(out["hops"]))
-    logits = np.concatenate(logits)
+        hops.append(np.asarray(out["hops"], "float32"))
+    logits, hops = np.concatenate(logits), np.concatenate(hops)
     if answer == "identity":
-        rows = np.arange(len(logits))
-        ids = data["query_ids"]
+        rows, ids = np.arange(len(logits)), data["query_ids"]
         picked = (logits[rows, ids[:, 2]] > logits[rows, ids[:, 1]]).astype("int32")
     else:
         picked = np.argmax(logits, -1)
-    correct = picked == data["target"]
-    return (float(correct[~data["indirect"]].mean()), float(correct[data["indirect"]].mean()),
-            float(np.mean(np.concatenate(hops))))
+    return picked == data["target"], hops
 
 
-def parse_curriculum(text, epochs, sequences):
-    if not text:
-        return [(sequences, epochs)]
-    stages = []
-    for part in text.split(","):
-        count, stage_epochs = part.split(":")
-        stages.append((int(count), int(stage_epochs)))
-    return stages
+def by_query_type(correct, hops, query_type):
+    """`{"A-B": %, ...}`, `{"A-B": hops, ...}` and `{distance: hops}` over the query types present."""
+    accuracy, mean_hops, by_distance = {}, {}, {}
+    kinds = sorted(set(query_type), key=lambda k: (distance(k), k))
+    for kind in kinds:
+        rows = query_type == kind
+        accuracy[query_name(kind)] = round(100 * float(correct[rows].mean()), 2)
+        mean_hops[query_name(kind)] = round(float(hops[rows].mean()), 3)
+    distances = [distance(k) for k in query_type]
+    for d in sorted(set(distances)):
+        rows = [i for i, di in enumerate(distances) if di == d]
+        by_distance[str(d)] = round(float(hops[rows].mean()), 3)
+    return accuracy, mean_hops, by_distance
 
 
-def train(name, model, args, stages, summed):
-    rows, epoch, start = [], 0, time.time()
+def label(args):
+    return "MEMO" if args.model == "memo" else "EMN"
+
+
+def run(args):
+    limit_threads(args.threads)
+    stages = parse_curriculum(args.curriculum)
     tests = {}
-    halting_rate = model.halting_learning_rate
-    forward = tf.function(lambda x: model(x, return_hops=True))  # traced once per memory size
-    for sequences, stage_epochs in stages:
-        tests[sequences] = episodes(args.test, sequences, args, seed=10_000 + sequences, summed=summed)
-        for _ in range(stage_epochs):
-            if model.memo.policy is not None:
-                # The halting network waits until MEMO can answer: before that
-                # no number of hops earns a reward, and the hop cost alone
-                # would teach it to stop after the first hop.
-                model.halting_optimizer.learning_rate.assign(0.0 if epoch < args.halting_warmup else halting_rate)
-            data = episodes(args.episodes, sequences, args, seed=args.seed * 1000 + epoch, summed=summed)
-            history = model.fit(inputs(data), data["label"], batch_size=args.batch_size, epochs=1, verbose=0)
-            direct, indirect, hops = test_pass(forward, tests[sequences], args.answer)
-            train_hops = history.history.get("hops", [float("nan")])[-1]
-            rows.append((epoch + 1, sequences, train_hops, hops, direct, indirect))
-            print(f"{name:9s} epoch {epoch + 1:3d} ({sequences:2d} sequences): train hops {train_hops:.2f}  "
-                  f"test hops {hops:.2f}  A-B {direct:6.1%}  A-C {indirect:6.1%}  "
-                  f"[{(time.time() - start) / 60:.1f} min]", flush=True)
-            epoch += 1
-    return rows, time.time() - start
+    halting_rate, current = None, {}
+
+    def train_round(model, index):
+        nonlocal halting_rate
+        if model.halting_optimizer is not None:
+            # The halting network waits until MEMO can answer: before that no
+            # number of hops earns a reward, and the hop cost alone would
+            # teach it to stop after the first hop.
+            halting_rate = halting_rate or model.halting_learning_rate
+            model.halting_optimizer.learning_rate.assign(0.0 if index < args.halting_warmup else halting_rate)
+        sequences = current["sequences"] = sequences_at(stages, index)
+        data = episodes(args.episodes, sequences, args, seed=args.seed * 100_000 + index)
+        start = time.perf_counter()
+        history = model.fit(inputs(data), data["label"], batch_size=args.batch_size, epochs=1, verbose=0)
+        seconds = time.perf_counter() - start
+        return {"sequences": sequences, "episodes": (index + 1) * args.episodes,
+                "episodes_per_s": round(args.episodes / seconds, 1),
+                "train_hops": round(float(history.history["hops"][-1]), 3)}
+
+    def evaluate(model):
+        sequences = current["sequences"]  # the memory size of the round just trained
+        if sequences not in tests:
+            tests[sequences] = episodes(args.test, sequences, args, seed=10_000 + sequences)
+        data = tests[sequences]
+        correct, hops = test_pass(model, data, args.answer)
+        accuracy, mean_hops, by_distance = by_query_type(correct, hops, data["query_type"])
+        return {"test_sequences": sequences, "accuracy": accuracy, "hops": mean_hops,
+                "hops_by_distance": by_distance}
+
+    workdir = pathlib.Path(args.workdir) / str(args.length) / args.model
+
+    def describe(entry):
+        accuracy = "  ".join(f"{k} {v:5.1f}" for k, v in entry["accuracy"].items())
+        hops = " ".join(f"{v:.2f}" for v in entry["hops_by_distance"].values())
+        return (f"{label(args)} L={args.length} round {entry['round']:3d} ({entry['sequences']:2d} seq) "
+                f"{entry['minutes']:5.1f} min  {accuracy}  hops by distance {hops}")
+
+    def record(curve, complete=False):
+        last = curve[-1]
+        result = {**last["accuracy"], "hops": last["hops"], "hops_by_distance": last["hops_by_distance"],
+                  "minutes": last["minutes"], "rounds": len(curve), "episodes": last["episodes"],
+                  "sequences": last["test_sequences"], "complete": complete,
+                  "curve": curve}
+        arguments = {k: v for k, v in vars(args).items() if k not in ("report", "latency", "results")}
+        if args.model == "memo":
+            merge_result(args.results, str(args.length), result, arguments, update=True)
+        else:
+            merge_result(args.results, (str(args.length), "EMN"), result, arguments)
+
+    curve, _ = train_within_budget(lambda: build(args), train_round, evaluate, workdir, args.budget_minutes,
+                                   describe=describe, on_round=record)
+    record(curve, complete=True)
+    report(args)
 
 
-def latency(model, data, batch, repeats=20):
-    x = {k: tf.constant(v[:batch]) for k, v in inputs(data).items()}
-    fn = tf.function(lambda x: model(x, return_hops=True))
-    fn(x)
-    start = time.perf_counter()
-    for _ in range(repeats):
+def report(args):
+    path = pathlib.Path(args.results)
+    if not path.exists():
+        sys.exit(f"No results yet: {path}. Run the bench first.")
+    results = json.loads(path.read_text())
+    for length in sorted(k for k in results if k.isdigit()):
+        entry = results[length]
+        kinds = [k for k in entry if "-" in k]
+        emn = entry.get("EMN", {})
+        if not kinds:
+            kinds = [k for k in emn if "-" in k]
+        print(f"\nPaired associative inference, length {length}")
+        print(f"{'query':>6s} {'MEMO %':>8s} {'hops':>6s} {'EMN %':>7s} {'paper MEMO %':>13s}")
+        for kind in kinds:
+            paper = PAPER.get(length, {}).get(kind)
+            nan = float("nan")
+            print(f"{kind:>6s} {entry.get(kind, nan):8.2f} {entry.get('hops', {}).get(kind, nan):6.2f} "
+                  f"{emn.get(kind, nan):7.2f} {'' if paper is None else f'{paper:.2f}':>13s}")
+        for name, result in (("MEMO", entry), ("EMN", emn)):
+            if "minutes" in result:
+                state = "complete" if result.get("complete") else "unfinished"
+                print(f"  {name}: {result['minutes']:.1f} training minutes, {result['rounds']} rounds, "
+                      f"{result['sequences']} sequences per memory ({state})")
+        if entry.get("hops_by_distance"):
+            print("  MEMO mean hops by inference distance (0 = direct): "
+                  + ", ".join(f"{d}: {h:.2f}" for d, h in entry["hops_by_distance"].items()))
+
+
+def latency(args):
+    """MEMO's inference latency (in process and as a SavedModel) when it halts after 1 hop, runs all N,
+    or follows its learned policy."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    path = pathlib.Path(args.workdir) / str(args.length) / "memo" / "model.keras"
+    if not path.exists():
+        sys.exit(f"No trained MEMO at {path}: run `python bench/memo_pai.py --length {args.length}` first.")
+    model = keras.saving.load_model(path)
+    sequences = parse_curriculum(args.curriculum)[-1][0]
+    x = {k: tf.constant(v[:32]) for k, v in inputs(episodes(256, sequences, args, seed=99)).items()}
+
+    def timed(fn, repeats=20):
         out = fn(x)
-    return (time.perf_counter() - start) / repeats * 1000, float(np.mean(out["hops"]))
-
-
-def saved_model_latency(model, data, batch, repeats=20):
-    with tempfile.TemporaryDirectory() as tmp:
-        spec = {k: tf.TensorSpec((None,) + v.shape[1:], tf.float32) for k, v in inputs(data).items()}
-        model.export(tmp, format="tf_saved_model", verbose=False, input_signature=[spec])
-        loaded = tf.saved_model.load(tmp)  # keep the object: it owns the variables
-        x = {k: tf.constant(v[:batch]) for k, v in inputs(data).items()}
-        loaded.serve(x)
         start = time.perf_counter()
         for _ in range(repeats):
-            loaded.serve(x)
-        return (time.perf_counter() - start) / repeats * 1000
+            fn(x)
+        return (time.perf_counter() - start) / repeats * 1000, out
 
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--episodes", type=int, default=20000, help="fresh training episodes per epoch")
-    parser.add_argument("--test", type=int, default=2000)
-    parser.add_argument("--epochs", type=int, default=20, help="epochs without --curriculum")
-    parser.add_argument("--sequences", type=int, default=16, help="sequences per memory without --curriculum")
-    parser.add_argument("--curriculum", default="", help="SEQUENCES:EPOCHS,... e.g. 4:12,8:8,16:20")
-    parser.add_argument("--num-items", type=int, default=1000, help="size of the item pool")
-    parser.add_argument("--answer", choices=["identity", "choice"], default="identity")
-    parser.add_argument("--embedding-size", type=int, default=64)
-    parser.add_argument("--max-hops", type=int, default=5)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--halting-warmup", type=int, default=20,
-                        help="epochs before the halting network starts learning (it runs ~max hops until then)")
-    parser.add_argument("--skip-baseline", action="store_true")
-    args = parser.parse_args()
-    keras.utils.set_random_seed(args.seed)
-    stages = parse_curriculum(args.curriculum, args.epochs, args.sequences)
-    answers = args.num_items if args.answer == "identity" else 2
-    runs = [("MEMO", "reinforce", args.max_hops, False)]
-    if not args.skip_baseline:
-        runs.append(("EMN-1hop", None, 1, True))
-    results = {}
-    for name, halting, hops, summed in runs:
-        model = MEMOClassifier(answers, embedding_dim=64, num_heads=4, key_size=32, max_hops=hops,
-                               halting=halting, seed=args.seed)
-        model.compile(keras.optimizers.Adam(1e-3))
-        rows, seconds = train(name, model, args, stages, summed)
-        results[name] = (model, rows, seconds)
-    final = stages[-1][0]
-    print(f"\nPaired associative inference, length 3, {args.episodes} fresh episodes per epoch, "
-          f"{final} sequences per memory at the end, answer={args.answer}, {os.cpu_count()} CPUs")
-    print(f"{'model':9s} {'A-B':>7s} {'A-C':>7s} {'test hops (first -> last epoch)':>32s} {'minutes':>8s}")
-    for name, (_, rows, seconds) in results.items():
-        first, last = rows[0], rows[-1]
-        print(f"{name:9s} {last[4]:7.1%} {last[5]:7.1%} {first[3]:15.2f} -> {last[3]:<14.2f} {seconds / 60:8.1f}")
-    memo = results["MEMO"][0]
-    test = episodes(256, final, args, seed=99)
-    bias = memo.memo.policy.halt.bias
+    bias = model.memo.policy.halt.bias
     trained = np.asarray(bias).copy()
-    print("\nMEMO inference latency by hops taken (batch 32):")
-    for label, value in (("halt after hop 1", 30.0), (f"run to N={args.max_hops}", -30.0), ("learned policy", None)):
+    print(f"MEMO inference latency by hops taken (length {args.length}, batch 32):")
+    for name, value in (("halt after hop 1", 30.0), (f"run to N={model.memo.max_hops}", -30.0),
+                        ("learned policy", None)):
         bias.assign(trained if value is None else [value])
-        ms, hops = latency(memo, test, 32)
-        saved = saved_model_latency(memo, test, 32)
-        print(f"  {label:18s} mean hops {hops:4.2f}: {ms:6.2f} ms in process, {saved:6.2f} ms SavedModel")
+        ms, out = timed(tf.function(lambda x: model(x, return_hops=True)))
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = {k: tf.TensorSpec((None,) + tuple(v.shape[1:]), tf.float32) for k, v in x.items()}
+            model.export(tmp, format="tf_saved_model", verbose=False, input_signature=[spec])
+            loaded = tf.saved_model.load(tmp)  # keep the object: it owns the variables
+            saved, _ = timed(loaded.serve)
+        print(f"  {name:18s} mean hops {float(np.mean(out['hops'])):4.2f}: {ms:6.2f} ms in process, "
+              f"{saved:6.2f} ms SavedModel")
     bias.assign(trained)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.report:
+        report(args)
+    elif args.latency:
+        latency(args)
+    else:
+        run(args)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,10 @@ class MEMOClassifier(keras.Model):
         max_time: int, with word ids: adds a learned time embedding of each
             fact's `time` index (1 = most recent, 0 = padding) as an extra item
             of every fact (MEMO's bAbI time encoding); 0 for none.
+        sum_fact_items: bool, sum the embedded items of each fact into one
+            item (default False). True gives the end-to-end memory network
+            style input that MEMO's paper ablates (a fact is one vector, its
+            items no longer separate): our benches' single-hop baseline.
         gamma, alpha, beta: REINFORCE discount, value-loss and expected-hops
             weights.
         halting_learning_rate: RMSProp learning rate of the halting network.
@@ -68,7 +72,8 @@ class MEMOClassifier(keras.Model):
             `key_size`, `max_hops`, `halting`, `bias_init`, ...).
 
     Inputs: a dict with `facts` (or `story`; `(b, I, S)` ids or `(b, I, S, E)`
-    vectors; id 0, or a fact whose vectors are all zero, is padding), `query` (`(b, Sq)` ids or `(b, Sq, E)` vectors) and, optionally
+    vectors; id 0, or a fact whose vectors are all zero, is padding),
+    `query` (`(b, Sq)` ids or `(b, Sq, E)` vectors) and, optionally
     with `max_time`, `time (b, I)` (derived from the padding of a
     left-aligned story when absent). Calling the model gives answer logits; `return_hops=True`
     gives `{"logits", "hops"}`.
@@ -99,6 +104,7 @@ class MEMOClassifier(keras.Model):
         embedding_dim=64,
         vocab_size=None,
         max_time=0,
+        sum_fact_items=False,
         gamma=TRAINING_DEFAULTS["gamma"],
         alpha=TRAINING_DEFAULTS["alpha"],
         beta=TRAINING_DEFAULTS["beta"],
@@ -115,6 +121,7 @@ class MEMOClassifier(keras.Model):
         self.embedding_dim = embedding_dim
         self.vocab_size = vocab_size
         self.max_time = max_time
+        self.sum_fact_items = bool(sum_fact_items)
         self.gamma, self.alpha, self.beta = float(gamma), float(alpha), float(beta)
         self.halting_learning_rate = float(halting_learning_rate)
         self.ponder_cost = float(ponder_cost)
@@ -144,7 +151,7 @@ class MEMOClassifier(keras.Model):
         """Build from `{"facts": shape, "query": shape[, "time": shape]}`."""
         shapes = {k: tuple(v) for k, v in dict(input_shape).items()}
         facts, query = shapes.get("facts", shapes.get("story")), shapes["query"]
-        items = facts[2] + (1 if self.time_embed is not None else 0)
+        items = (1 if self.sum_fact_items else facts[2]) + (1 if self.time_embed is not None else 0)
         if self.vocab_size:
             self.embed.build(None)
             if self.time_embed is not None:
@@ -170,6 +177,8 @@ class MEMOClassifier(keras.Model):
         if self.vocab_size:
             mask = ops.any(ops.not_equal(facts, 0), axis=-1)
             items = self.embed(facts) * ops.expand_dims(ops.cast(ops.not_equal(facts, 0), self.compute_dtype), -1)
+            if self.sum_fact_items:
+                items = ops.sum(items, axis=2, keepdims=True)
             if self.time_embed is not None:
                 time = inputs["time"] if "time" in inputs else story_time(mask)
                 time = ops.minimum(time, self.max_time)
@@ -182,6 +191,8 @@ class MEMOClassifier(keras.Model):
             # with fewer edges than the batch's widest).
             mask = ops.any(ops.any(ops.not_equal(facts, 0), axis=-1), axis=-1)
             items = self.embed(facts)
+            if self.sum_fact_items:
+                items = ops.sum(items, axis=2, keepdims=True)
             question = self.embed(query)
         return [items, question], mask
 
@@ -353,6 +364,7 @@ class MEMOClassifier(keras.Model):
             "embedding_dim": self.embedding_dim,
             "vocab_size": self.vocab_size,
             "max_time": self.max_time,
+            "sum_fact_items": self.sum_fact_items,
             "gamma": self.gamma,
             "alpha": self.alpha,
             "beta": self.beta,

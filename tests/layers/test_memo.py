@@ -239,10 +239,38 @@ def test_all_zero_vector_facts_are_padding():
     """Appending all-zero facts to vector inputs changes neither the answers nor the hops."""
     rng = np.random.default_rng(4)
     model = MEMOClassifier(5, embedding_dim=8, num_heads=2, key_size=4, max_hops=3, seed=0)
-    x = {"facts": rng.normal(size=(4, 6, 2, 8)).astype("float32"), "query": rng.normal(size=(4, 2, 8)).astype("float32")}
+    x = {"facts": rng.normal(size=(4, 6, 2, 8)).astype("float32"),
+         "query": rng.normal(size=(4, 2, 8)).astype("float32")}
     padded = {**x, "facts": np.concatenate([x["facts"], np.zeros((4, 5, 2, 8), "float32")], axis=1)}
     out, out_padded = model(x, return_hops=True), model(padded, return_hops=True)
     assert_close(out_padded["logits"], out["logits"], atol=1e-5)
     assert_close(out_padded["hops"], out["hops"], atol=0)
     unrolled = model.memo.unrolled(model.embed_inputs(padded)[0], mask=model.embed_inputs(padded)[1])
     assert_close(keras.ops.convert_to_numpy(unrolled["attention"])[..., 6:], np.zeros((4, 3, 2, 5)), atol=0)
+
+
+@pytest.mark.parametrize("word_ids", [True, False])
+def test_sum_fact_items_is_one_item_per_fact(word_ids):
+    """The EMN-style input: MEMO sees each fact as the sum of its embedded items (padding ids add nothing)."""
+    rng = np.random.default_rng(6)
+    kwargs = dict(embedding_dim=8, num_heads=2, key_size=4, max_hops=2, halting=None, seed=0)
+    if word_ids:
+        facts = rng.integers(1, 12, size=(3, 5, 3))
+        facts[:, :, 2] = 0  # a padded item in every fact
+        query = rng.integers(1, 12, size=(3, 2))
+        model = MEMOClassifier(4, vocab_size=12, sum_fact_items=True, **kwargs)
+    else:
+        facts = rng.normal(size=(3, 5, 3, 6)).astype("float32")
+        query = rng.normal(size=(3, 2, 6)).astype("float32")
+        model = MEMOClassifier(4, sum_fact_items=True, **kwargs)
+    logits = keras.ops.convert_to_numpy(model({"facts": facts, "query": query}))
+    if word_ids:
+        table = keras.ops.convert_to_numpy(model.embed.embeddings)
+        table[0] = 0.0  # id 0 is padding
+        summed, question = table[facts].sum(axis=2, keepdims=True), table[query]
+    else:
+        kernel = keras.ops.convert_to_numpy(model.embed.kernel)
+        summed, question = (facts @ kernel).sum(axis=2, keepdims=True), query @ kernel
+    expected, _ = model.memo([summed.astype("float32"), question.astype("float32")])
+    assert_close(logits, expected, atol=1e-5)
+    assert MEMOClassifier.from_config(model.get_config()).sum_fact_items

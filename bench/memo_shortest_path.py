@@ -1,0 +1,251 @@
+"""MEMO on shortest paths in random graphs against a single-hop baseline (Banino et al. 2020, Table 2).
+
+The paper's three settings, named nodes/out-degree/path length: `10/2/2`,
+`20/3/3` and `20/5/3`. A graph (`keras_relmem.data.synthetic.shortest_path`:
+nodes joined to their K nearest neighbours, node ids shuffled) is stored as
+its edges, one fact per directed edge `(source, destination)`; the query is a
+pair of nodes whose shortest path is unique and has exactly the setting's
+length. The output is the path's node ids one at a time: the query
+`(current node, destination)` is answered with the next node of the path.
+Training covers every intermediate node of the path with the true previous
+node as `current`; at test, `first_node` is the answer to `(source,
+destination)`, `second_node` the answer to `(true first node, destination)`
+and `path` the share of graphs whose intermediate nodes are all right when
+each query uses the model's own previous answer.
+
+Node ids are words (`vocab_size = nodes + 1`, 0 pads graphs with fewer
+edges). `--model memo` trains MEMO with REINFORCE halting; `--model emn` the
+end-to-end memory network style baseline of `bench/memo_pai.py` (a fact's
+items summed, one hop). Fresh graphs every round; training in rounds until
+`--budget-minutes` of training time, resumable (bench/budget.py). Results:
+`bench/results/memo_shortest_path.json` as `{"20/3/3": {"first_node": %,
+"second_node": %, "path": %, "hops": {...}, "minutes": m, ..., "EMN":
+{...}}}`.
+
+Usage:
+    python bench/memo_shortest_path.py --setting 20/3/3
+    python bench/memo_shortest_path.py --setting 20/3/3 --model emn
+    python bench/memo_shortest_path.py --report
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(__file__))
+
+from budget import limit_threads, merge_result, train_within_budget  # noqa: E402
+
+RESULTS = pathlib.Path(__file__).parent / "results" / "memo_shortest_path.json"
+SETTINGS = ("10/2/2", "20/3/3", "20/5/3")
+# Banino et al. 2020, Table 2: test accuracy (%) of the first and second node of the path.
+PAPER = {
+    "MEMO": {"10/2/2": (100.0, None), "20/3/3": (94.4, 93.0), "20/5/3": (69.2, 68.8)},
+    "DNC": {"20/3/3": (97.0, 98.0), "20/5/3": (30.0, 40.99)},
+}
+NODE_NAMES = ("first_node", "second_node", "third_node")
+_FORWARD = {}
+
+
+def parse_setting(text):
+    """`"20/3/3"` -> `(20, 3, 3)` (nodes, out-degree, path length in edges)."""
+    try:
+        nodes, degree, length = (int(n) for n in text.split("/"))
+    except ValueError:
+        raise SystemExit(f"--setting: expected NODES/OUT-DEGREE/PATH-LENGTH such as 20/3/3, got {text!r}") from None
+    if length < 2 or degree < 1 or nodes <= degree:
+        raise SystemExit(f"--setting {text}: need path length >= 2 and out-degree < nodes")
+    return nodes, degree, length
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--setting", default="20/3/3", help=f"NODES/OUT-DEGREE/PATH-LENGTH; the paper's: {SETTINGS}")
+    parser.add_argument("--model", choices=("memo", "emn"), default="memo")
+    parser.add_argument("--budget-minutes", type=float, default=60.0)
+    parser.add_argument("--graphs", type=int, default=10000, help="fresh training graphs per round")
+    parser.add_argument("--test", type=int, default=2000, help="test graphs")
+    parser.add_argument("--embedding-dim", type=int, default=64)
+    parser.add_argument("--num-heads", type=int, default=4)
+    parser.add_argument("--key-size", type=int, default=32)
+    parser.add_argument("--max-hops", type=int, default=0, help="MEMO's N (default: 2 * path length + 1)")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--halting-warmup", type=int, default=10,
+                        help="rounds before the halting network starts learning")
+    parser.add_argument("--threads", type=int, default=0, help="cores for TensorFlow (0: all)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workdir", default="runs/bench_memo_shortest_path")
+    parser.add_argument("--results", default=str(RESULTS))
+    parser.add_argument("--report", action="store_true", help="print the table from the JSON")
+    args = parser.parse_args(argv)
+    args.nodes, args.degree, args.length = parse_setting(args.setting)
+    if not args.max_hops:
+        args.max_hops = 2 * args.length + 1
+    return args
+
+
+def graphs(count, args, seed):
+    from keras_relmem.data import synthetic
+
+    return synthetic.shortest_path(count, num_nodes=args.nodes, num_neighbours=args.degree,
+                                   min_path_length=args.length, max_path_length=args.length, seed=seed)
+
+
+def queries(data, step, current=None):
+    """Inputs asking for the path's node `step + 1` from `current` (default: the true node `step`).
+
+    Node `n` is word id `n + 1`; padded edges (-1) become 0.
+    """
+    import numpy as np
+
+    current = data["path"][:, step] if current is None else current
+    return {"facts": (data["edges"] + 1).astype("int32"),
+            "query": np.stack([current, data["query"][:, 1]], axis=1).astype("int32") + 1}
+
+
+def training_examples(data, length):
+    """Every intermediate node of every path, from the true node before it."""
+    import numpy as np
+
+    parts = [queries(data, step) for step in range(length - 1)]
+    x = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    y = np.concatenate([data["path"][:, step + 1] for step in range(length - 1)]).astype("int32")
+    return x, y
+
+
+def build(args):
+    import keras
+
+    from keras_relmem.models.memo import MEMOClassifier
+
+    keras.utils.set_random_seed(args.seed)
+    memo = args.model == "memo"
+    model = MEMOClassifier(args.nodes, vocab_size=args.nodes + 1, embedding_dim=args.embedding_dim,
+                           num_heads=args.num_heads, key_size=args.key_size,
+                           max_hops=args.max_hops if memo else 1, halting="reinforce" if memo else None,
+                           sum_fact_items=not memo, seed=args.seed)
+    model.compile(keras.optimizers.Adam(args.learning_rate))
+    return model
+
+
+def predict(model, x):
+    """(predicted node, hops) for every query."""
+    import numpy as np
+    import tensorflow as tf
+
+    if id(model) not in _FORWARD:  # traced once per model, not once per round
+        _FORWARD[id(model)] = tf.function(lambda x: model(x, return_hops=True), reduce_retracing=True)
+    forward = _FORWARD[id(model)]
+    nodes, hops = [], []
+    for start in range(0, len(x["query"]), 512):
+        out = forward({k: tf.constant(v[start:start + 512]) for k, v in x.items()})
+        nodes.append(np.argmax(np.asarray(out["logits"]), -1))
+        hops.append(np.asarray(out["hops"], "float32"))
+    return np.concatenate(nodes), np.concatenate(hops)
+
+
+def test_pass(model, data, length):
+    """`{"first_node": %, "second_node": %, "path": %, "hops": {name: mean}}` on test graphs."""
+    import numpy as np
+
+    result, hops, chained_right = {}, {}, np.ones(len(data["path"]), bool)
+    previous = None
+    for step in range(length - 1):
+        name = NODE_NAMES[step]
+        target = data["path"][:, step + 1]
+        nodes, step_hops = predict(model, queries(data, step))
+        result[name] = round(100 * float(np.mean(nodes == target)), 2)
+        hops[name] = round(float(step_hops.mean()), 3)
+        chained = nodes if previous is None else predict(model, queries(data, step, current=previous))[0]
+        chained_right &= chained == target
+        previous = chained
+    result["path"] = round(100 * float(chained_right.mean()), 2)
+    return {**result, "hops": hops}
+
+
+def label(args):
+    return "MEMO" if args.model == "memo" else "EMN"
+
+
+def run(args):
+    limit_threads(args.threads)
+    test = graphs(args.test, args, seed=1_000_003)  # seeds of training rounds stay below this
+    halting_rate = None
+
+    def train_round(model, index):
+        nonlocal halting_rate
+        if model.halting_optimizer is not None:
+            # As in memo_pai: the halting network learns once MEMO can answer.
+            halting_rate = halting_rate or model.halting_learning_rate
+            model.halting_optimizer.learning_rate.assign(0.0 if index < args.halting_warmup else halting_rate)
+        x, y = training_examples(graphs(args.graphs, args, seed=args.seed * 10_000 + index), args.length)
+        start = time.perf_counter()
+        history = model.fit(x, y, batch_size=args.batch_size, epochs=1, verbose=0)
+        seconds = time.perf_counter() - start
+        return {"graphs": (index + 1) * args.graphs, "examples_per_s": round(len(y) / seconds, 1),
+                "train_accuracy": round(100 * float(history.history["accuracy"][-1]), 2),
+                "train_hops": round(float(history.history["hops"][-1]), 3)}
+
+    def describe(entry):
+        nodes = "  ".join(f"{name} {entry[name]:5.1f}%" for name in NODE_NAMES if name in entry)
+        return (f"{label(args)} {args.setting} round {entry['round']:3d} {entry['minutes']:5.1f} min  {nodes}  "
+                f"path {entry['path']:5.1f}%  hops {entry['hops']}")
+
+    def record(curve, complete=False):
+        last = curve[-1]
+        result = {**{k: v for k, v in last.items() if k in NODE_NAMES + ("path", "hops")},
+                  "minutes": last["minutes"], "rounds": len(curve), "graphs": last["graphs"],
+                  "complete": complete, "curve": curve}
+        arguments = {k: v for k, v in vars(args).items() if k not in ("report", "results")}
+        if args.model == "memo":
+            merge_result(args.results, args.setting, result, arguments, update=True)
+        else:
+            merge_result(args.results, (args.setting, "EMN"), result, arguments)
+
+    workdir = pathlib.Path(args.workdir) / args.setting.replace("/", "-") / args.model
+    curve, _ = train_within_budget(lambda: build(args), train_round,
+                                   lambda model: test_pass(model, test, args.length), workdir,
+                                   args.budget_minutes, describe=describe, on_round=record)
+    record(curve, complete=True)
+    report(args)
+
+
+def report(args):
+    path = pathlib.Path(args.results)
+    if not path.exists():
+        sys.exit(f"No results yet: {path}. Run the bench first.")
+    results = json.loads(path.read_text())
+    nan = float("nan")
+    print(f"{'setting':>8s} {'node':>12s} {'MEMO %':>7s} {'hops':>5s} {'EMN %':>6s} {'paper MEMO':>11s} {'DNC':>6s}")
+    for setting in [s for s in results if s != "args"]:
+        entry = results[setting]
+        emn = entry.get("EMN", {})
+        for index, name in enumerate(NODE_NAMES):
+            if name not in entry and name not in emn:
+                continue
+            paper = PAPER["MEMO"].get(setting, (None, None))[index] if index < 2 else None
+            dnc = PAPER["DNC"].get(setting, (None, None))[index] if index < 2 else None
+            print(f"{setting:>8s} {name:>12s} {entry.get(name, nan):7.2f} {entry.get('hops', {}).get(name, nan):5.2f} "
+                  f"{emn.get(name, nan):6.2f} {'' if paper is None else paper:>11} {'' if dnc is None else dnc:>6}")
+        for name, result in (("MEMO", entry), ("EMN", emn)):
+            if "minutes" in result:
+                state = "complete" if result.get("complete") else "unfinished"
+                print(f"{'':>8s} {name}: whole path right {result['path']:.2f}%, {result['minutes']:.1f} training "
+                      f"minutes, {result['graphs']} graphs ({state})")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.report:
+        report(args)
+    else:
+        run(args)
+
+
+if __name__ == "__main__":
+    main()

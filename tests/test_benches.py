@@ -1,0 +1,80 @@
+"""The MEMO benches' plumbing: query types, graph queries, the results file, resuming.
+
+Each bench run here is one tiny round (seconds); the real runs are in bench/.
+"""
+
+import json
+import pathlib
+import sys
+
+import numpy as np
+
+BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import budget  # noqa: E402
+import memo_pai  # noqa: E402
+import memo_shortest_path  # noqa: E402
+
+from keras_relmem.data import synthetic  # noqa: E402
+
+
+def test_merge_result_nests_and_updates(tmp_path):
+    path = tmp_path / "r.json"
+    budget.merge_result(path, ("4", "EMN"), {"A-D": 50.0}, {"model": "emn"})
+    budget.merge_result(path, "4", {"A-D": 97.0, "hops": {"A-D": 3.0}}, {"model": "memo"}, update=True)
+    budget.merge_result(path, "4", {"A-D": 98.0}, {"model": "memo"}, update=True)
+    results = json.loads(path.read_text())
+    assert results["4"] == {"EMN": {"A-D": 50.0}, "A-D": 98.0, "hops": {"A-D": 3.0}}
+    assert results["args"] == {"4/EMN": {"model": "emn"}, "4": {"model": "memo"}}
+
+
+def test_pai_query_types_and_distances_by_hand():
+    assert [memo_pai.query_name(k) for k in ("AB", "AC", "BE")] == ["A-B", "A-C", "B-E"]
+    assert [memo_pai.distance(k) for k in ("AB", "DE", "AC", "BD", "AD", "AE")] == [0, 0, 1, 1, 2, 3]
+    correct = np.array([1, 0, 1, 1, 1, 0], bool)
+    hops = np.array([1, 2, 3, 4, 5, 6], "float32")
+    kinds = np.array(["AB", "AB", "AC", "BD", "AD", "AD"])
+    accuracy, mean_hops, by_distance = memo_pai.by_query_type(correct, hops, kinds)
+    assert accuracy == {"A-B": 50.0, "A-C": 100.0, "B-D": 100.0, "A-D": 50.0}
+    assert mean_hops == {"A-B": 1.5, "A-C": 3.0, "B-D": 4.0, "A-D": 5.5}
+    assert by_distance == {"0": 1.5, "1": 3.5, "2": 5.5}
+    stages = memo_pai.parse_curriculum("4:2,8:1,16:1")
+    assert [memo_pai.sequences_at(stages, i) for i in range(6)] == [4, 4, 8, 16, 16, 16]
+
+
+def test_pai_bench_writes_every_query_type_and_resumes(tmp_path):
+    results = tmp_path / "pai.json"
+    argv = ["--length", "4", "--episodes", "128", "--test", "120", "--curriculum", "2:1,3:1", "--max-hops", "2",
+            "--halting-warmup", "1", "--workdir", str(tmp_path / "runs"), "--results", str(results)]
+    memo_pai.main(argv + ["--budget-minutes", "0.001"])
+    first = json.loads(results.read_text())["4"]
+    assert {"A-B", "B-C", "C-D", "A-C", "B-D", "A-D"} <= set(first)
+    assert set(first["hops"]) == {"A-B", "B-C", "C-D", "A-C", "B-D", "A-D"}
+    assert first["hops_by_distance"].keys() == {"0", "1", "2"} and first["rounds"] == 1
+    memo_pai.main(argv + ["--budget-minutes", str(first["minutes"] + 0.001)])  # a rerun continues
+    second = json.loads(results.read_text())["4"]
+    assert second["rounds"] == 2 and second["sequences"] == 3 and second["complete"]
+
+
+def test_shortest_path_queries_walk_the_true_path():
+    data = synthetic.shortest_path(30, num_nodes=12, num_neighbours=3, min_path_length=3, max_path_length=3, seed=2)
+    x, y = memo_shortest_path.training_examples(data, 3)
+    assert len(y) == 60  # two intermediate nodes per graph
+    for k in range(60):
+        graph = k % 30
+        edges = {tuple(e) for e in x["facts"][k] if e[0] > 0}  # word ids: node + 1, 0 = padding
+        current, dest = x["query"][k]
+        assert (current, y[k] + 1) in edges, "the answer is a neighbour of the query's current node"
+        assert dest == data["path"][graph, 3] + 1
+        assert y[k] == data["path"][graph, 1 + k // 30]
+
+
+def test_shortest_path_bench_writes_the_papers_figures(tmp_path):
+    results = tmp_path / "sp.json"
+    memo_shortest_path.main(["--setting", "10/2/2", "--model", "emn", "--graphs", "64", "--test", "50",
+                             "--budget-minutes", "0.001", "--workdir", str(tmp_path / "runs"),
+                             "--results", str(results)])
+    entry = json.loads(results.read_text())["10/2/2"]["EMN"]
+    assert set(entry["hops"]) == {"first_node"} and entry["hops"]["first_node"] == 1.0
+    assert 0 <= entry["first_node"] <= 100 and "second_node" not in entry and entry["complete"]
