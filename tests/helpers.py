@@ -20,7 +20,8 @@ def weights_by_name(layer):
     out = {}
     for weight in layer.weights:
         parts = weight.path.split("/")
-        key = "/".join(parts[parts.index(layer.name) + 1 :])
+        # A sub-layer shared from outside (e.g. a shared PReLU) keeps its own path.
+        key = "/".join(parts[parts.index(layer.name) + 1 :]) if layer.name in parts else weight.path
         out[key] = keras.ops.convert_to_numpy(weight)
     return out
 

@@ -520,3 +520,47 @@ def load_babi(
         task_list, data, examples, memory_size or default_memory_size(task_list)
     )
 
+
+
+# The entity words of the EntNet authors' tied-keys set-up (facebookarchive
+# MemNN, EntNet-babi/data.lua), in their order. Multi-word containers such as
+# "treasure chest" match no single word and "yellow" is listed twice there;
+# the data.lua list of shapes is not added to its entities, so not here either.
+ENTITY_WORDS = {
+    "locations": ("bedroom", "kitchen", "garden", "hallway", "bathroom", "office", "park", "cinema"),
+    "objects": ("apple", "football", "milk", "table", "pajamas", "banana", "orange", "pineapple", "pear", "melon"),
+    "actors": ("john", "mary", "sandra", "daniel", "jason", "antoine", "sumit", "yann", "bill", "fred", "julie",
+               "gertrude", "winona", "emily", "jessica", "lily", "bernhard", "greg", "julius", "brian"),
+    "motivations": ("hungry", "thirsty", "bored", "tired"),
+    "containers": ("suitcase", "container", "box", "treasure chest", "box of chocolates", "chocolate"),
+    "times": ("morning", "afternoon", "evening", "yesterday"),
+    "animals": ("mice", "mouse", "sheep", "wolf", "wolves", "cat", "cats", "frog", "rhino", "swan", "lion"),
+    "colours": ("gray", "yellow", "green", "white", "red", "blue", "pink", "yellow"),
+}
+
+
+def entity_ids(vocab):
+    """Word ids of the EntNet authors' entities found in `vocab`, once each, in their order.
+
+    One memory slot per id ties the EntNet's keys to those words' embeddings
+    (`build_babi_model("entnet", ..., entity_ids=entity_ids(data.vocab))`,
+    `tasks/train_babi.py --tied-keys`).
+
+    Example:
+
+    ```python
+    >>> from keras_relmem.data.vocab import Vocabulary
+    >>> vocab = Vocabulary(["mary", "went", "to", "the", "kitchen", "yellow"])
+    >>> [vocab.decode([i])[0] for i in entity_ids(vocab)]
+    ['kitchen', 'mary', 'yellow']
+
+    ```
+    """
+    ids = []
+    for words in ENTITY_WORDS.values():
+        for word in words:
+            if word in vocab and vocab.token_id(word) not in ids:
+                ids.append(vocab.token_id(word))
+    if not ids:
+        raise ValueError("None of the EntNet authors' entity words is in this vocabulary: no keys to tie.")
+    return ids

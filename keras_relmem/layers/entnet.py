@@ -28,30 +28,50 @@ class EntNetCell(keras.layers.Layer):
     `j` is updated by
 
         g_j  = sigmoid(s.h_j + s.w_j + b_j)            (gate)
-        h~_j = PReLU(U h_j + V w_j + W s)               (candidate)
+        h~_j = PReLU(U h_j + c + V w_j + W s)           (candidate)
         h_j <- h_j + g_j * h~_j
         h_j <- h_j / ||h_j||                            (forgetting)
 
-    with `U, V, W` shared by all blocks (as in the authors' code, which adds
-    the per-block gate bias `b_j`). The norm is guarded by `epsilon` so a zero
-    block stays zero instead of becoming NaN. The memory starts at the keys;
-    under `keras.layers.RNN` masked (padded) steps leave it untouched. It
-    travels flattened to `num_blocks * units` values, which is also the output.
+    with `U, V, W` shared by all blocks. The authors' code (facebookarchive
+    MemNN, `EntNet-babi/entnet.lua`) adds two biases the paper does not
+    write: the per-block gate bias `b_j`, and `c`, the bias of its
+    `nn.Linear` on the memories (`candidate_bias`). The norm is guarded by
+    `epsilon` so a zero block stays zero instead of becoming NaN. The memory
+    starts at the keys; under `keras.layers.RNN` masked (padded) steps leave
+    it untouched. It travels flattened to `num_blocks * units` values, which
+    is also the output.
+
+    Keys tied to entities (the authors' `-tied 1`): pass `keys` a callable
+    that returns the key rows, e.g. `lambda: embedding(entity_ids)`; the keys
+    and the initial memory are then those rows, computed at every call, so
+    they train with the embedding. Such a cell, and one given a shared
+    `activation`, belongs to the model that built it (it cannot be
+    serialized alone): `keras_relmem.models.EntNetQA` rebuilds both ties
+    when a `.keras` file is loaded.
 
     Args:
         num_blocks: int, number of memory blocks (default 20).
         units: int, size of every block, key and sentence encoding (default 100).
-        keys: optional array `(num_blocks, units)` of initial keys, e.g. rows of
-            an embedding matrix to tie the blocks to given entities.
-        trainable_keys: bool, learn the keys (default True). Use False with
-            `keys` to keep them fixed to the given embeddings.
+        keys: optional initial keys: an array `(num_blocks, units)` (the
+            starting value of the cell's own key weights), or a callable
+            returning the key rows as a tensor (tied keys: the cell has no
+            key weights of its own).
+        trainable_keys: bool, learn the cell's own keys (default True). False
+            with an array keeps them fixed at that array: a frozen copy, not
+            a tie.
         keys_initializer: initializer of the keys when `keys` is not given
             (default N(0, 0.1), as in the paper).
         kernel_initializer: initializer of `U`, `V`, `W` (default N(0, 0.1)).
         gate_bias_initializer: initializer of `b_j` (default `"zeros"`).
         alpha_initializer: initializer of the PReLU slopes, one per unit
-            (default `"ones"`: linear at first, as in the public TF port that
-            reproduced the paper's bAbI results).
+            (default `"ones"`: linear at first, as in the authors' code).
+        candidate_bias: bool, the bias `c` on the `U h_j` term (default True,
+            as in the authors' code; cells saved before this argument existed
+            load with False).
+        activation: optional `keras.layers.PReLU` to use instead of the
+            cell's own, e.g. one shared with `EntNetReadout` as the authors'
+            code shares one slope vector (`EntNetReadout.shared_prelu(units)`
+            makes it).
         kernel_regularizer: optional regularizer of `U`, `V`, `W`.
         epsilon: float, floor of the block norm in the normalisation
             (default 1e-6).
@@ -85,12 +105,14 @@ class EntNetCell(keras.layers.Layer):
         alpha_initializer="ones",
         kernel_regularizer=None,
         epsilon=1e-6,
+        candidate_bias=True,
+        activation=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         utils.check_positive_int("num_blocks", num_blocks)
         utils.check_positive_int("units", units)
-        if keys is not None:
+        if keys is not None and not callable(keys):
             keys = np.asarray(keys, dtype="float32")
             if keys.shape != (num_blocks, units):
                 raise ValueError(
@@ -113,11 +135,29 @@ class EntNetCell(keras.layers.Layer):
         self.alpha_initializer = keras.initializers.get(alpha_initializer)
         self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
         self.epsilon = float(epsilon)
+        self.candidate_bias = bool(candidate_bias)
+        self.shared_activation = activation
+        self.bias_initializer = keras.initializers.get("zeros")
         self.state_size = [num_blocks * units]
         self.output_size = num_blocks * units
 
-    def _linear(self, name):
-        return utils.dense(self, self.units, name, use_bias=False)
+    @property
+    def tied_keys(self):
+        """True when the keys come from a callable (e.g. embedding rows)."""
+        return callable(self.keys)
+
+    def _linear(self, name, use_bias=False):
+        return utils.dense(self, self.units, name, use_bias=use_bias)
+
+    def key_rows(self):
+        """The keys `(num_blocks, units)`: the cell's own weights or the tied rows."""
+        if self.tied_keys:
+            keys = self.keys()
+            if tuple(keys.shape) != (self.num_blocks, self.units):
+                raise ValueError(f"The keys callable must return shape ({self.num_blocks}, {self.units}); "
+                                 f"it returned {tuple(keys.shape)}.")
+            return keys
+        return self.key_vectors
 
     def build(self, input_shape):
         if input_shape[-1] != self.units:
@@ -125,41 +165,47 @@ class EntNetCell(keras.layers.Layer):
                 "EntNetCell takes encoded sentences of size units="
                 f"{self.units}; received step inputs of shape {tuple(input_shape)}."
             )
-        initializer = (
-            keras.initializers.Constant(self.keys)
-            if self.keys is not None
-            else utils.clone_initializer(self.keys_initializer, "keys")
-        )
-        self.key_vectors = self.add_weight(
-            shape=(self.num_blocks, self.units),
-            initializer=initializer,
-            trainable=self.trainable_keys,
-            name="keys",
-        )
+        if not self.tied_keys:
+            initializer = (
+                keras.initializers.Constant(self.keys)
+                if self.keys is not None
+                else utils.clone_initializer(self.keys_initializer, "keys")
+            )
+            self.key_vectors = self.add_weight(
+                shape=(self.num_blocks, self.units),
+                initializer=initializer,
+                trainable=self.trainable_keys,
+                name="keys",
+            )
         self.gate_bias = self.add_weight(
             shape=(self.num_blocks,),
             initializer=self.gate_bias_initializer,
             name="gate_bias",
         )
         blocks_shape = (input_shape[0], self.num_blocks, self.units)
-        self.memory_kernel = self._linear("U")
+        self.memory_kernel = self._linear("U", use_bias=self.candidate_bias)
         self.memory_kernel.build(blocks_shape)
         self.key_kernel = self._linear("V")
         self.key_kernel.build((self.num_blocks, self.units))
         self.input_kernel = self._linear("W")
         self.input_kernel.build((input_shape[0], self.units))
-        self.activation = PReLU(
-            alpha_initializer=utils.clone_initializer(self.alpha_initializer, "prelu/alpha"),
-            shared_axes=[1],
-            dtype=self.dtype_policy,
-            name="prelu",
-        )
-        self.activation.build(blocks_shape)
+        if self.shared_activation is not None:
+            self.activation = self.shared_activation
+            if not self.activation.built:
+                self.activation.build((None, 1, self.units))
+        else:
+            self.activation = PReLU(
+                alpha_initializer=utils.clone_initializer(self.alpha_initializer, "prelu/alpha"),
+                shared_axes=[1],
+                dtype=self.dtype_policy,
+                name="prelu",
+            )
+            self.activation.build(blocks_shape)
         self.built = True
 
     def get_initial_state(self, batch_size=None):
         """The keys, one copy per example, flattened."""
-        keys = ops.cast(ops.reshape(self.key_vectors, (1, -1)), self.compute_dtype)
+        keys = ops.cast(ops.reshape(self.key_rows(), (1, -1)), self.compute_dtype)
         return [ops.tile(keys, (batch_size, 1))]
 
     def step(self, sentence, memory):
@@ -168,7 +214,7 @@ class EntNetCell(keras.layers.Layer):
         Returns `(next_memory, gates)` with `gates` of shape
         `(batch, num_blocks)`.
         """
-        keys = ops.cast(self.key_vectors, memory.dtype)
+        keys = ops.cast(self.key_rows(), memory.dtype)
         s = ops.expand_dims(sentence, 1)  # (batch, 1, units)
         gate_logits = ops.sum(s * memory, axis=-1) + ops.sum(s * keys, axis=-1)
         gates = ops.sigmoid(gate_logits + ops.cast(self.gate_bias, memory.dtype))
@@ -189,11 +235,18 @@ class EntNetCell(keras.layers.Layer):
         return flat, [flat]
 
     def get_config(self):
+        if self.tied_keys or self.shared_activation is not None:
+            raise ValueError(
+                f"{self.name}: a cell with tied keys or a shared activation is part of the model that "
+                "ties them and cannot be serialized alone; save that model (e.g. "
+                "keras_relmem.models.EntNetQA), whose config rebuilds the ties."
+            )
         config = super().get_config()
         config.update(
             {
                 "num_blocks": self.num_blocks,
                 "units": self.units,
+                "candidate_bias": self.candidate_bias,
                 "keys": None if self.keys is None else self.keys.tolist(),
                 "trainable_keys": self.trainable_keys,
                 "keys_initializer": _serialize(self.keys_initializer),
@@ -205,6 +258,13 @@ class EntNetCell(keras.layers.Layer):
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        # Cells saved before the candidate bias existed had none.
+        config.setdefault("candidate_bias", False)
+        return super().from_config(config)
 
 
 @keras.saving.register_keras_serializable(package="keras_relmem")
@@ -306,6 +366,12 @@ class EntNetReadout(keras.layers.Layer):
         kernel_initializer: initializer of `R` and `H` (default N(0, 0.1)).
         alpha_initializer: initializer of the PReLU slopes (default `"ones"`).
         kernel_regularizer: optional regularizer of `R` and `H`.
+        activation: optional `keras.layers.PReLU` to use instead of the
+            layer's own: `EntNetReadout.shared_prelu(units)` gives one to
+            share with `EntNetCell(activation=...)`, as the authors' code
+            shares one slope vector between the memory and the output. A
+            readout with a shared activation belongs to the model that
+            shares it (see `keras_relmem.models.EntNetQA`).
         **kwargs: standard layer arguments.
 
     Example:
@@ -331,10 +397,12 @@ class EntNetReadout(keras.layers.Layer):
         kernel_initializer=None,
         alpha_initializer="ones",
         kernel_regularizer=None,
+        activation=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         utils.check_positive_int("num_outputs", num_outputs)
+        self.shared_activation = activation
         self.num_outputs = num_outputs
         self.kernel_initializer = keras.initializers.get(
             kernel_initializer or _paper_initializer()
@@ -361,15 +429,31 @@ class EntNetReadout(keras.layers.Layer):
         self.units = units
         self.hidden_kernel = self._linear(units, "H")
         self.hidden_kernel.build((query_shape[0], units))
-        self.activation = PReLU(
-            alpha_initializer=utils.clone_initializer(self.alpha_initializer, "prelu/alpha"),
-            dtype=self.dtype_policy,
-            name="prelu",
-        )
-        self.activation.build((query_shape[0], units))
+        if self.shared_activation is not None:
+            self.activation = self.shared_activation
+            if not self.activation.built:
+                self.activation.build((None, 1, units))
+        else:
+            self.activation = PReLU(
+                alpha_initializer=utils.clone_initializer(self.alpha_initializer, "prelu/alpha"),
+                dtype=self.dtype_policy,
+                name="prelu",
+            )
+            self.activation.build((query_shape[0], units))
         self.output_kernel = self._linear(self.num_outputs, "R")
         self.output_kernel.build((query_shape[0], units))
         self.built = True
+
+    @staticmethod
+    def shared_prelu(units, alpha_initializer="ones", dtype=None, name="prelu"):
+        """One PReLU slope vector `(1, units)` for `EntNetCell` and `EntNetReadout` to share.
+
+        Its slopes broadcast over the cell's blocks `(batch, blocks, units)`
+        and the readout's `(batch, units)` alike.
+        """
+        prelu = PReLU(alpha_initializer=alpha_initializer, shared_axes=[1], dtype=dtype, name=name)
+        prelu.build((None, 1, units))
+        return prelu
 
     def attention(self, memory, query):
         """The read weights `p_j`, shape `(batch, num_blocks)`."""
@@ -382,7 +466,13 @@ class EntNetReadout(keras.layers.Layer):
         blocks = ops.reshape(memory, (ops.shape(memory)[0], -1, self.units))
         weights = self.attention(memory, query)
         read = ops.sum(blocks * ops.expand_dims(weights, -1), axis=1)
-        return self.output_kernel(self.activation(query + self.hidden_kernel(read)))
+        hidden = query + self.hidden_kernel(read)
+        if self.shared_activation is not None:
+            # The shared slopes are laid out for the cell's (batch, blocks, units).
+            hidden = self.activation(ops.expand_dims(hidden, 1))[:, 0]
+        else:
+            hidden = self.activation(hidden)
+        return self.output_kernel(hidden)
 
     def compute_output_shape(self, input_shape):
         return (input_shape[1][0], self.num_outputs)
@@ -391,6 +481,11 @@ class EntNetReadout(keras.layers.Layer):
         return None
 
     def get_config(self):
+        if self.shared_activation is not None:
+            raise ValueError(
+                f"{self.name}: a readout with a shared activation is part of the model that shares it and "
+                "cannot be serialized alone; save that model (e.g. keras_relmem.models.EntNetQA)."
+            )
         config = super().get_config()
         config.update(
             {

@@ -6,17 +6,13 @@ Every model takes `{"story": (batch, K, S), "query": (batch, Q)}` word ids
 
 import keras
 
-from keras_relmem.layers import (
-    EntNetCell,
-    EntNetEncoder,
-    EntNetReadout,
-    RelationalMemory,
-    RelationalMemoryCell,
-)
+from keras_relmem.layers import EntNetEncoder, RelationalMemory, RelationalMemoryCell
+from keras_relmem.models.entnet_qa import EntNetQA
 
 # Defaults per model (the EntNet paper's bAbI set-up: 20 blocks, d = 100).
 DEFAULTS = {
-    "entnet": {"embedding_dim": 100, "num_blocks": 20},
+    "entnet": {"embedding_dim": 100, "num_blocks": 20, "entity_ids": None, "candidate_bias": True,
+               "share_prelu": True},
     "rmc": {
         "embedding_dim": 64,
         "mem_slots": 4,
@@ -147,18 +143,15 @@ def build_babi_model(
         )
         memo.build({"story": (None, story_length, sentence_length), "query": (None, query_length)})
         return memo
+    if model == "entnet":
+        return EntNetQA(vocab_size, num_answers, story_length, sentence_length, query_length, **config)
     story, query = _inputs(story_length, sentence_length, query_length)
     sentences, question = _encoded(story, query, vocab_size, config["embedding_dim"])
-    if model == "entnet":
-        cell = EntNetCell(num_blocks=config["num_blocks"], units=config["embedding_dim"])
-        memory = keras.layers.RNN(cell, name="memory")(sentences)
-        logits = EntNetReadout(num_answers, name="readout")([memory, question])
+    if model == "rmc":
+        memory = rmc_layer(config, name="memory")(sentences)
     else:
-        if model == "rmc":
-            memory = rmc_layer(config, name="memory")(sentences)
-        else:
-            memory = keras.layers.LSTM(config["units"], name="memory")(sentences)
-        hidden = keras.layers.Concatenate()([memory, question])
-        hidden = keras.layers.Dense(256, activation="relu", name="answer_mlp")(hidden)
-        logits = keras.layers.Dense(num_answers, name="answer")(hidden)
+        memory = keras.layers.LSTM(config["units"], name="memory")(sentences)
+    hidden = keras.layers.Concatenate()([memory, question])
+    hidden = keras.layers.Dense(256, activation="relu", name="answer_mlp")(hidden)
+    logits = keras.layers.Dense(num_answers, name="answer")(hidden)
     return keras.Model({"story": story, "query": query}, logits, name=f"babi_{model}")

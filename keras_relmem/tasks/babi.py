@@ -67,6 +67,9 @@ def build_parser():
     parser.add_argument("--clipnorm", type=float, default=None, help="gradient norm clip (default 40)")
     parser.add_argument("--embedding-dim", type=int, default=None, help="d (EntNet default 100)")
     parser.add_argument("--num-blocks", type=int, default=None, help="EntNet memory blocks / RMC attention blocks")
+    parser.add_argument("--tied-keys", action="store_true",
+                        help="EntNet: one memory block per entity word of the task, its key and initial memory "
+                             "that word's embedding (the authors' -tied 1); overrides --num-blocks")
     parser.add_argument("--mem-slots", type=int, default=None, help="RMC memory slots")
     parser.add_argument("--num-heads", type=int, default=None, help="RMC attention heads")
     parser.add_argument("--head-size", type=int, default=None, help="RMC head size")
@@ -129,6 +132,8 @@ def check_inputs(args):
         raise ValueError(f"--memory-size must be positive; got {args.memory_size}")
     if not 0 <= args.validation_split < 1:
         raise ValueError(f"--validation-split must be in [0, 1); got {args.validation_split}")
+    if getattr(args, "tied_keys", False) and args.model != "entnet":
+        raise ValueError(f"--tied-keys ties EntNet keys to entity embeddings; --model is {args.model}")
 
 
 def per_task_accuracy(model, data, batch_size=256):
@@ -178,6 +183,9 @@ def train_one(args, tasks, workdir, strategy):
         train = train.take(args.max_steps)
         validation = validation.take(args.max_steps) if validation is not None else None
     with strategy.scope():
+        hparams = model_hparams(args)
+        if getattr(args, "tied_keys", False):
+            hparams["entity_ids"] = babi_data.entity_ids(data.vocab)
         model = build_babi_model(
             args.model,
             len(data.vocab),
@@ -185,7 +193,7 @@ def train_one(args, tasks, workdir, strategy):
             data.story_length,
             data.sentence_length,
             data.query_length,
-            **model_hparams(args),
+            **hparams,
         )
         optimizer = keras.optimizers.Adam(args.learning_rate, clipnorm=args.clipnorm)
         if args.model == "memo":  # trains itself (REINFORCE step); no compiled loss

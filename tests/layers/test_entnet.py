@@ -18,16 +18,23 @@ def np_sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def np_entnet_step(w, s, h):
-    """Henaff et al. eq. 1-4 for every block j, written per block."""
-    keys = w["keys"]
+def np_entnet_step(w, s, h, keys=None, alpha=None):
+    """Henaff et al. eq. 1-4 for every block j, written per block.
+
+    With the authors' bias on the memory term: entnet.lua's candidate is
+    `PReLU(nn.Linear(edim, edim)(memories) + ...)`, a Linear with a bias,
+    while its sentence and key terms are `nn.Linear(edim, edim, false)`.
+    """
+    keys = w["keys"] if keys is None else keys
+    alpha = w["prelu/alpha"] if alpha is None else alpha
+    bias = w.get("U/bias", np.zeros(h.shape[-1]))
     out = np.empty_like(h)
     for b in range(h.shape[0]):
         for j in range(h.shape[1]):
             g = np_sigmoid(s[b] @ h[b, j] + s[b] @ keys[j] + w["gate_bias"][j])
             cand = np_prelu(
-                h[b, j] @ w["U/kernel"] + keys[j] @ w["V/kernel"] + s[b] @ w["W/kernel"],
-                w["prelu/alpha"].reshape(-1),
+                h[b, j] @ w["U/kernel"] + bias + keys[j] @ w["V/kernel"] + s[b] @ w["W/kernel"],
+                alpha.reshape(-1),
             )
             new = h[b, j] + g * cand
             out[b, j] = new / np.linalg.norm(new)
@@ -184,3 +191,82 @@ def test_readout_rejects_bad_shapes():
         EntNetReadout(3).build([(None, 10), (None, 4)])
     with pytest.raises(ValueError, match="num_outputs"):
         EntNetReadout(0)
+
+
+def test_candidate_bias_is_the_authors_and_can_be_left_out():
+    cell = make_cell()
+    assert "U/bias" in weights_by_name(cell)
+    assert np.abs(weights_by_name(cell)["U/bias"]).max() > 0  # randomized: the step test covers it
+    plain = make_cell(candidate_bias=False)
+    assert "U/bias" not in weights_by_name(plain)
+    s = sentences()[:, 0]
+    h = np.random.default_rng(3).normal(size=(BATCH, BLOCKS, UNITS)).astype("float32")
+    flat, _ = plain(s, [h.reshape(BATCH, -1)])
+    assert_close(flat, np_entnet_step(weights_by_name(plain), s, h).reshape(BATCH, -1), atol=1e-5)
+
+
+def test_cells_saved_before_the_candidate_bias_load_without_it():
+    config = make_cell().get_config()
+    assert config["candidate_bias"] is True
+    del config["candidate_bias"]  # the config of an older file
+    assert EntNetCell.from_config(config).candidate_bias is False
+
+
+def test_tied_keys_are_embedding_rows_and_train_with_it():
+    """entnet.lua with -tied 1: keys and the initial memory are rows E[entities] of the shared embedding."""
+    embedding = keras.layers.Embedding(10, UNITS)
+    embedding.build(None)
+    randomize_weights(embedding, seed=4)
+    entities = np.array([7, 2, 5])
+    cell = make_cell(keys=lambda: embedding(entities))
+    assert cell.tied_keys and not hasattr(cell, "key_vectors")
+    rows = keras.ops.convert_to_numpy(embedding.embeddings)[entities]
+    state = keras.ops.convert_to_numpy(cell.get_initial_state(batch_size=BATCH)[0])
+    assert_close(state, np.tile(rows.reshape(1, -1), (BATCH, 1)), atol=0)
+    xs = sentences()
+    out = keras.ops.convert_to_numpy(keras.layers.RNN(cell)(xs))
+    w = weights_by_name(cell)
+    h = np.broadcast_to(rows, (BATCH, BLOCKS, UNITS)).copy()
+    for t in range(STEPS):
+        h = np_entnet_step(w, xs[:, t], h, keys=rows)
+    assert_close(out, h.reshape(BATCH, -1), atol=2e-5)
+    # The loss reaches exactly the entity rows of the embedding.
+    from tests.helpers import gradients
+
+    grad = keras.ops.convert_to_numpy(
+        gradients(lambda: keras.ops.sum(keras.layers.RNN(cell)(xs)), [embedding.embeddings])[0])
+    assert np.abs(grad[entities]).min() > 0
+    assert np.all(grad[[0, 1, 3, 4, 6, 8, 9]] == 0)
+    with pytest.raises(ValueError, match="cannot be serialized alone"):
+        cell.get_config()
+
+
+def test_one_prelu_shared_by_cell_and_readout():
+    """entnet.lua shares every module named 'prelu': one slope vector for the memory and the output."""
+    prelu = EntNetReadout.shared_prelu(UNITS)
+    prelu.alpha.assign(np.linspace(-0.5, 0.5, UNITS).reshape(1, UNITS))
+    cell = make_cell(activation=prelu)
+    readout = EntNetReadout(num_outputs=7, activation=prelu)
+    memory = np.random.default_rng(0).normal(size=(BATCH, BLOCKS * UNITS)).astype("float32")
+    query = np.random.default_rng(1).normal(size=(BATCH, UNITS)).astype("float32")
+    readout.build([memory.shape, query.shape])
+    randomize_weights(readout, seed=2)
+    prelu.alpha.assign(np.linspace(-0.5, 0.5, UNITS).reshape(1, UNITS))
+    alpha = np.linspace(-0.5, 0.5, UNITS)
+    assert cell.activation is readout.activation is prelu
+    # The cell's step with the shared slopes.
+    s = sentences()[:, 0]
+    h = np.random.default_rng(3).normal(size=(BATCH, BLOCKS, UNITS)).astype("float32")
+    flat, _ = cell(s, [h.reshape(BATCH, -1)])
+    assert_close(flat, np_entnet_step(weights_by_name(cell), s, h, alpha=alpha).reshape(BATCH, -1), atol=1e-5)
+    # The readout's y = R PReLU(q + H u) with the same slopes.
+    w = weights_by_name(readout)
+    blocks = memory.reshape(BATCH, BLOCKS, UNITS)
+    scores = np.einsum("bjd,bd->bj", blocks, query)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    u = np.einsum("bj,bjd->bd", p, blocks)
+    expected = np_prelu(query + u @ w["H/kernel"], alpha) @ w["R/kernel"]
+    assert_close(readout([memory, query]), expected, atol=1e-5)
+    with pytest.raises(ValueError, match="cannot be serialized alone"):
+        readout.get_config()

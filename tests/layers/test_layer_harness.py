@@ -43,8 +43,8 @@ def test_entnet_cell(trainable_keys, tmp_path):
                 kernel_regularizer=keras.regularizers.L2(1e-4), epsilon=1e-5)
     run_layer_test(
         EntNetCell, init, SEQUENCE, expected_output_shape=(3, 24),
-        # keys, gate bias, U, V, W, the PReLU's slopes
-        expected_num_trainable_weights=6 if trainable_keys else 5,
+        # keys, gate bias, U and its bias, V, W, the PReLU's slopes
+        expected_num_trainable_weights=7 if trainable_keys else 6,
         expected_num_non_trainable_weights=0 if trainable_keys else 1,
         rnn=True, tmp_path=tmp_path,
     )

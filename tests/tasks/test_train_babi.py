@@ -25,8 +25,9 @@ TINY = ["--epochs", "2", "--max-steps", "3", "--batch-size", "16", "--verbose", 
 
 @pytest.mark.parametrize("model", ["entnet", "rmc", "lstm", "memo"])
 def test_tiny_run_writes_table_json_and_a_servable_export(model, tmp_path, capsys):
+    tied = ["--tied-keys"] if model == "entnet" else []  # the authors' -tied 1 through to the export
     summary = babi_task.run(
-        ["--model", model, "--task", "1", "--workdir", str(tmp_path), "--embedding-dim", "16"] + TINY
+        ["--model", model, "--task", "1", "--workdir", str(tmp_path), "--embedding-dim", "16"] + TINY + tied
     )
     out = capsys.readouterr().out
     assert "solved (error < 5%)" in out and "single-supporting-fact" in out
@@ -98,6 +99,7 @@ def test_joint_training_reports_every_task(tmp_path, capsys):
         (["--task", "3", "--data", "en-10k"], "qa3_three-supporting-facts_train.txt"),
         (["--model", "transformer"], "invalid choice"),
         (["--epochs", "0"], "must be a positive integer"),
+        (["--model", "rmc", "--tied-keys"], "--tied-keys ties EntNet keys"),
     ],
 )
 def test_impossible_combinations_fail_before_training(argv, message, tmp_path, capsys):
