@@ -379,6 +379,7 @@ class BabiData:
         shuffle=None,
         seed=0,
         features=("story", "query"),
+        drop_remainder=False,
     ):
         """Like `dataset`, with every batch's stories of similar length and padded
         only to its bucket's bound, so a model does no work on most padded facts.
@@ -403,6 +404,10 @@ class BabiData:
             seed: int, shuffling seed.
             features: which arrays go into the features dict; `story`, `time`
                 and `support` are cut to the bucket's bound.
+            drop_remainder: bool; True drops each bucket's last, smaller
+                batch of a pass (each pass drops other examples), so the
+                batch shapes are one per bound: what XLA (`jit_compile`)
+                needs to compile each shape once.
 
         Example:
 
@@ -431,7 +436,8 @@ class BabiData:
             groups = []
             for index, bound in enumerate(bounds):
                 rows = order[bucket[order] == index]
-                groups += [(bound, rows[i:i + batch_size]) for i in range(0, len(rows), batch_size)]
+                stop = len(rows) - batch_size + 1 if drop_remainder else len(rows)
+                groups += [(bound, rows[i:i + batch_size]) for i in range(0, stop, batch_size)]
             if shuffle:
                 groups = [groups[i] for i in rng.permutation(len(groups))]
             for bound, rows in groups:
@@ -441,7 +447,8 @@ class BabiData:
         def spec(name):
             shape = arrays[name].shape
             tail = (None,) + shape[2:] if name in per_fact else shape[1:]
-            return tf.TensorSpec((None,) + tuple(tail), tf.as_dtype(arrays[name].dtype))
+            batch = batch_size if drop_remainder else None
+            return tf.TensorSpec((batch,) + tuple(tail), tf.as_dtype(arrays[name].dtype))
 
         signature = ({name: spec(name) for name in features}, spec("answer"))
         ds = tf.data.Dataset.from_generator(batches, output_signature=signature)

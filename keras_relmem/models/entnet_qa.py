@@ -41,7 +41,9 @@ class EntNetQA(keras.Model):
         name: model name (default `"babi_entnet"`).
 
     Inputs `{"story": (batch, K, S), "query": (batch, Q)}` word ids, output
-    answer logits `(batch, num_answers)`.
+    answer logits `(batch, num_answers)`. The story may have any number of
+    sentences K (padded sentences at the end are skipped by the mask): a batch
+    padded only to its longest story gives the same answers with less work.
 
     Example:
 
@@ -77,7 +79,10 @@ class EntNetQA(keras.Model):
         name="babi_entnet",
         **kwargs,
     ):
-        story = keras.Input((story_length, sentence_length), dtype="int32", name="story")
+        # Any number of sentences: batches trimmed to their longest story
+        # (`BabiData.bucketed_dataset`) skip the padded steps; `story_length`
+        # records the memory window the data was cut to.
+        story = keras.Input((None, sentence_length), dtype="int32", name="story")
         query = keras.Input((query_length,), dtype="int32", name="query")
         embed = keras.layers.Embedding(
             vocab_size, embedding_dim, mask_zero=True,

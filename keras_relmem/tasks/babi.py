@@ -75,6 +75,9 @@ def build_parser():
     parser.add_argument("--head-size", type=int, default=None, help="RMC head size")
     parser.add_argument("--max-hops", type=int, default=None, help="MEMO's hard stop N (default 5)")
     parser.add_argument("--validation-split", type=float, default=0.1)
+    parser.add_argument("--no-buckets", action="store_true",
+                        help="pad every batch to the memory window instead of batching stories of similar "
+                             "length padded to their bucket (EntNet and MEMO, one replica)")
     parser.add_argument("--plot", default=None, metavar="DIR",
                         help="write attention/gate pictures of a few test questions and the training curves")
     return common.add_run_arguments(parser, "runs/babi")
@@ -106,6 +109,12 @@ def model_hparams(args):
         "memo": ["embedding_dim", "num_heads", "max_hops"],
     }[args.model]
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
+def uses_buckets(args, replicas_need_static_batches):
+    """Bucketed batches for the models that take stories of any length, on one replica."""
+    return (not getattr(args, "no_buckets", False) and args.model in ("entnet", "memo")
+            and not replicas_need_static_batches)
 
 
 def load_data(args, tasks):
@@ -173,12 +182,18 @@ def train_one(args, tasks, workdir, strategy):
 
     data = load_data(args, tasks)
     static = distribute.needs_static_batches(strategy) or bool(args.jit_compile)
-    train = data.dataset("train", args.batch_size, seed=args.seed, drop_remainder=static)
-    validation = (
-        data.dataset("validation", args.batch_size, drop_remainder=static)
-        if data.examples["validation"]
-        else None
-    )
+    if uses_buckets(args, distribute.needs_static_batches(strategy)):
+        # Stories of similar length, padded to their bucket's bound: no work on most padded sentences.
+        # Under XLA only full batches, so that every bound compiles once.
+        train = data.bucketed_dataset("train", args.batch_size, seed=args.seed, drop_remainder=bool(args.jit_compile))
+        validation = data.bucketed_dataset("validation", args.batch_size) if data.examples["validation"] else None
+    else:
+        train = data.dataset("train", args.batch_size, seed=args.seed, drop_remainder=static)
+        validation = (
+            data.dataset("validation", args.batch_size, drop_remainder=static)
+            if data.examples["validation"]
+            else None
+        )
     if args.max_steps:
         train = train.take(args.max_steps)
         validation = validation.take(args.max_steps) if validation is not None else None

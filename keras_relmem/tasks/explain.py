@@ -79,11 +79,15 @@ def run(argv=None):
 
 
 def _input_shapes(model):
+    from keras_relmem.models import EntNetQA
     from keras_relmem.models.memo import MEMOClassifier
 
     if isinstance(model, MEMOClassifier):
         shapes = model.get_build_config()["input_shape"]
         return shapes.get("story", shapes.get("facts")), shapes["query"]
+    if isinstance(model, EntNetQA):  # takes stories of any length; its window is in its config
+        config = model.get_config()
+        return (None, config["story_length"], config["sentence_length"]), (None, config["query_length"])
     by_name = {t.name.split(":")[0]: t.shape for t in model.inputs}
     return by_name["story"], by_name["query"]
 

@@ -245,3 +245,21 @@ def test_missing_directory_is_a_clear_error(tmp_path):
         load_babi(1, "en", data_dir=tmp_path)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_babi(1, "en", data_dir=tmp_path / "nope")
+
+
+def test_bucketed_batches_without_remainders_have_one_shape_per_bound():
+    import numpy as np
+
+    data = load_babi([1, 2], "en")
+    lengths = data.story_lengths("train")
+    bounds = babi.bucket_bounds(lengths)
+    ds = data.bucketed_dataset("train", batch_size=64, seed=1, drop_remainder=True)
+    assert ds.element_spec[0]["story"].shape[0] == 64
+    shapes, rows = set(), 0
+    for features, answer in ds:
+        shapes.add(tuple(features["story"].shape))
+        rows += len(answer)
+    bucket = np.searchsorted(bounds, lengths)
+    full = sum(np.sum(bucket == i) // 64 for i in range(len(bounds)))
+    assert rows == 64 * full  # only each bucket's last partial batch is left out
+    assert {s[0] for s in shapes} == {64} and {s[1] for s in shapes} <= set(bounds)

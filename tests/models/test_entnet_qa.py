@@ -82,3 +82,14 @@ def test_entity_ids_follow_the_authors_list():
     assert names == ["kitchen", "john", "hungry", "box", "yellow"]
     with pytest.raises(ValueError, match="entity words"):
         babi.entity_ids(Vocabulary(["went", "to"]))
+
+
+def test_stories_trimmed_to_their_longest_give_the_padded_answers():
+    """Bucketed training feeds (b, bound, S) stories: the padded steps are masked, so answers match."""
+    model = EntNetQA(**SIZES, entity_ids=[3, 7, 9])
+    x, _ = batch(2)  # sentences 4 and 5 are padding
+    padded = {**x, "story": np.concatenate([x["story"], np.zeros((8, 64, 4), "int32")], axis=1)}
+    trimmed = {**x, "story": x["story"][:, :4]}
+    expected = keras.ops.convert_to_numpy(model(padded))
+    assert_close(model(trimmed), expected, atol=1e-5)
+    assert_close(model(x), expected, atol=1e-5)
