@@ -63,6 +63,12 @@ def parse_args(argv=None):
     parser.add_argument("--answer-loss", choices=("all", "visited"), default="all",
                         help="hops whose answers the cross-entropy trains (MEMOClassifier's answer_loss); "
                              "'visited' let the policy collapse to one hop")
+    parser.add_argument("--gamma", type=float, default=1.0,
+                        help="REINFORCE discount (MEMOClassifier's default 0.9 is a 10%%-per-hop cost that made "
+                             "one hop pay on the easy tasks); set on a resumed model too")
+    parser.add_argument("--reset-halting", action="store_true",
+                        help="re-initialise the halting network before this sitting's first round "
+                             "(e.g. after it collapsed under another --gamma)")
     parser.add_argument("--jit-compile", action="store_true", help="XLA training steps (see --speed)")
     parser.add_argument("--no-buckets", action="store_true", help="pad every batch to the longest story")
     parser.add_argument("--test-limit", type=int, default=0, help="evaluate on this many test questions per task")
@@ -94,6 +100,7 @@ def build(args, data):
         data.query_length, embedding_dim=args.embedding_dim, num_heads=args.num_heads,
         key_size=args.key_size, max_hops=args.max_hops,
         answer_loss=getattr(args, "answer_loss", "visited"),  # results from before the option: visited
+        gamma=getattr(args, "gamma", 0.9),
     )
     model.compile(keras.optimizers.Adam(args.learning_rate, clipnorm=args.clipnorm),
                   jit_compile=bool(args.jit_compile))
@@ -159,9 +166,16 @@ def run(args):
     print(f"joint bAbI: {len(data.examples['train'])} training questions, stories up to "
           f"{data.story_length} sentences; bucket bounds {data_bucket_bounds(data)}", flush=True)
     halting_rate = None
+    first_round = True
 
     def train_round(model, index):
-        nonlocal halting_rate
+        nonlocal halting_rate, first_round
+        if first_round:
+            model.gamma = args.gamma  # read when the training step is traced
+            if args.reset_halting:
+                reset_halting_network(model)
+                print(f"round {index}: halting network re-initialised, gamma {args.gamma}", flush=True)
+            first_round = False
         if halting_rate is None:
             halting_rate = model.halting_learning_rate
         model.halting_optimizer.learning_rate.assign(0.0 if index < args.halting_warmup_rounds else halting_rate)
@@ -204,6 +218,16 @@ def run(args):
     )
     record(curve, complete=True)
     report(args)
+
+
+def reset_halting_network(model):
+    """Give the halting network fresh initial weights (MEMO itself keeps its training)."""
+    from keras_relmem.layers.memo import HaltingPolicy
+
+    policy = model.memo.policy
+    fresh = HaltingPolicy.from_config(policy.get_config())
+    fresh.build()
+    policy.set_weights(fresh.get_weights())
 
 
 def data_bucket_bounds(data):
