@@ -13,7 +13,7 @@ paper's stream: no episode is seen twice) from a fixed pool of item vectors
 standing in for the paper's ImageNet embeddings. The answer is the match's
 identity (a softmax over the item pool); the model's choice is whichever of
 the query's two choices scores higher. A curriculum grows the number of
-sequences per memory (`--curriculum 4:10,8:10,16:1`: rounds per stage, the
+sequences per memory (`--curriculum 4:30,8:10,16:1`: rounds per stage, the
 last stage runs until the budget is spent).
 
 `--model memo` trains MEMO (REINFORCE halting, `--max-hops`); `--model emn`
@@ -64,7 +64,7 @@ def parse_args(argv=None):
     parser.add_argument("--budget-minutes", type=float, default=60.0)
     parser.add_argument("--episodes", type=int, default=20000, help="fresh training episodes per round")
     parser.add_argument("--test", type=int, default=3000, help="test episodes per memory size")
-    parser.add_argument("--curriculum", default="4:10,8:10,16:1",
+    parser.add_argument("--curriculum", default="4:30,8:10,16:1",
                         help="SEQUENCES:ROUNDS,...; the last stage lasts until the budget is spent")
     parser.add_argument("--num-items", type=int, default=1000, help="size of the item pool")
     parser.add_argument("--answer", choices=("identity", "choice"), default="identity",
