@@ -31,6 +31,16 @@ def limit_threads(threads):
         tf.config.threading.set_intra_op_parallelism_threads(threads)
 
 
+def add_run_arguments(parser, workdir, results, report_help="print the table from the JSON"):
+    """The options every budgeted bench shares: --threads, --seed, --workdir, --results, --report."""
+    parser.add_argument("--threads", type=int, default=0, help="cores for TensorFlow (0: all)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workdir", default=workdir, help="saved models and curves, one folder per run")
+    parser.add_argument("--results", default=str(results))
+    parser.add_argument("--report", action="store_true", help=report_help)
+    return parser
+
+
 def _atomic_save(model, path):
     tmp = path.with_name("tmp_" + path.name)
     model.save(tmp)

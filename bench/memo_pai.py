@@ -44,7 +44,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(__file__))
 
-from budget import limit_threads, merge_result, train_within_budget  # noqa: E402
+from budget import add_run_arguments, limit_threads, merge_result, train_within_budget  # noqa: E402
 
 RESULTS = pathlib.Path(__file__).parent / "results" / "memo_pai.json"
 # Banino et al. 2020: MEMO's test accuracy (%) by query type, Table 1 (length 3),
@@ -76,11 +76,7 @@ def parse_args(argv=None):
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--halting-warmup", type=int, default=20,
                         help="rounds before the halting network starts learning (it runs ~N hops until then)")
-    parser.add_argument("--threads", type=int, default=0, help="cores for TensorFlow (0: all)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workdir", default="runs/bench_memo_pai")
-    parser.add_argument("--results", default=str(RESULTS))
-    parser.add_argument("--report", action="store_true", help="print the tables from the JSON")
+    add_run_arguments(parser, "runs/bench_memo_pai", RESULTS, "print the tables from the JSON")
     parser.add_argument("--latency", action="store_true",
                         help="MEMO's inference latency by hops taken, from the trained model in --workdir")
     args = parser.parse_args(argv)

@@ -38,7 +38,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(__file__))
 
-from budget import limit_threads, merge_result, train_within_budget  # noqa: E402
+from budget import add_run_arguments, limit_threads, merge_result, train_within_budget  # noqa: E402
 
 RESULTS = pathlib.Path(__file__).parent / "results" / "memo_shortest_path.json"
 SETTINGS = ("10/2/2", "20/3/3", "20/5/3")
@@ -77,11 +77,7 @@ def parse_args(argv=None):
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--halting-warmup", type=int, default=10,
                         help="rounds before the halting network starts learning")
-    parser.add_argument("--threads", type=int, default=0, help="cores for TensorFlow (0: all)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workdir", default="runs/bench_memo_shortest_path")
-    parser.add_argument("--results", default=str(RESULTS))
-    parser.add_argument("--report", action="store_true", help="print the table from the JSON")
+    add_run_arguments(parser, "runs/bench_memo_shortest_path", RESULTS)
     args = parser.parse_args(argv)
     args.nodes, args.degree, args.length = parse_setting(args.setting)
     if not args.max_hops:
