@@ -36,7 +36,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(__file__))
 
 import keras  # noqa: E402
-from budget import limit_threads, merge_result  # noqa: E402
+from budget import limit_threads, merge_result, read_results  # noqa: E402
 
 RESULTS = pathlib.Path(__file__).parent / "results" / "babi_entnet.json"
 # Henaff et al. 2017, Table 2 (10k), and the authors' repository (EntNet-babi/README.md): test error %.
@@ -149,10 +149,7 @@ def run(args):
 
 
 def report(args):
-    path = pathlib.Path(args.results)
-    if not path.exists():
-        sys.exit(f"No results yet: {path}. Run the bench first.")
-    tasks = json.loads(path.read_text()).get("tasks", {})
+    tasks = read_results(args.results).get("tasks", {})
     print(f"{'task':>4} {'error %':>8} {'epochs':>6} {'minutes':>7} {'seed':>4} {'paper %':>8} {'repo %':>7}")
     for task in sorted(tasks, key=int):
         row = tasks[task]

@@ -14,6 +14,7 @@ excluded, and so is any time between sittings.
 import json
 import os
 import pathlib
+import sys
 import time
 
 import keras
@@ -39,6 +40,34 @@ def add_run_arguments(parser, workdir, results, report_help="print the table fro
     parser.add_argument("--results", default=str(results))
     parser.add_argument("--report", action="store_true", help=report_help)
     return parser
+
+
+def hold_halting_until(model, index, warmup_rounds):
+    """MEMO's halting network learns from round `warmup_rounds` on (rate 0 before, its own rate after).
+
+    Until MEMO can answer, no number of hops earns a reward and the hop cost
+    alone would teach the policy to stop after the first hop. A no-op for
+    models without a REINFORCE halting network.
+    """
+    if getattr(model, "halting_optimizer", None) is not None:
+        rate = 0.0 if index < warmup_rounds else model.halting_learning_rate
+        model.halting_optimizer.learning_rate.assign(rate)
+
+
+def read_results(path):
+    """The results JSON at `path`, or exit with a message when the bench has not run."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        sys.exit(f"No results yet: {path}. Run the bench first.")
+    return json.loads(path.read_text())
+
+
+def record_model_result(path, key, model, result, arguments):
+    """MEMO's figures into `results[key]` itself, the EMN-style baseline's into `results[key]["EMN"]`."""
+    if model == "memo":
+        merge_result(path, key, result, arguments, update=True)
+    else:
+        merge_result(path, (key, "EMN"), result, arguments)
 
 
 def _atomic_save(model, path):

@@ -27,7 +27,6 @@ Usage:
 """
 
 import argparse
-import json
 import os
 import pathlib
 import sys
@@ -36,7 +35,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(__file__))
 
-from budget import limit_threads, train_within_budget  # noqa: E402
+from budget import hold_halting_until, limit_threads, read_results, train_within_budget  # noqa: E402
 
 RESULTS = pathlib.Path(__file__).parent / "results" / "memo_babi.json"
 SPEED_RESULTS = pathlib.Path(__file__).parent / "results" / "memo_babi_speed.json"
@@ -165,20 +164,17 @@ def run(args):
     data = load(args)
     print(f"joint bAbI: {len(data.examples['train'])} training questions, stories up to "
           f"{data.story_length} sentences; bucket bounds {data_bucket_bounds(data)}", flush=True)
-    halting_rate = None
     first_round = True
 
     def train_round(model, index):
-        nonlocal halting_rate, first_round
+        nonlocal first_round
         if first_round:
             model.gamma = args.gamma  # read when the training step is traced
             if args.reset_halting:
                 reset_halting_network(model)
                 print(f"round {index}: halting network re-initialised, gamma {args.gamma}", flush=True)
             first_round = False
-        if halting_rate is None:
-            halting_rate = model.halting_learning_rate
-        model.halting_optimizer.learning_rate.assign(0.0 if index < args.halting_warmup_rounds else halting_rate)
+        hold_halting_until(model, index, args.halting_warmup_rounds)
         ds = train_dataset(data, args, seed=args.seed * 1000 + index, buckets=not args.no_buckets)
         start = time.perf_counter()
         history = model.fit(ds, steps_per_epoch=args.steps_per_round, epochs=1, verbose=0)
@@ -266,10 +262,7 @@ def speed(args):
 
 
 def report(args):
-    path = pathlib.Path(args.results)
-    if not path.exists():
-        sys.exit(f"No results yet: {path}. Run the bench first.")
-    results = json.loads(path.read_text())
+    results = read_results(args.results)
     tasks = results["tasks"]
     state = "complete" if results.get("complete") else "unfinished"
     print(f"MEMO, joint bAbI en-10k (task 3: en), {results['minutes']:.1f} training minutes, "

@@ -34,7 +34,6 @@ Usage:
 """
 
 import argparse
-import json
 import os
 import pathlib
 import sys
@@ -44,7 +43,14 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(__file__))
 
-from budget import add_run_arguments, limit_threads, merge_result, train_within_budget  # noqa: E402
+from budget import (  # noqa: E402
+    add_run_arguments,
+    hold_halting_until,
+    limit_threads,
+    read_results,
+    record_model_result,
+    train_within_budget,
+)
 
 RESULTS = pathlib.Path(__file__).parent / "results" / "memo_pai.json"
 # Banino et al. 2020: MEMO's test accuracy (%) by query type, Table 1 (length 3),
@@ -188,16 +194,10 @@ def run(args):
     limit_threads(args.threads)
     stages = parse_curriculum(args.curriculum)
     tests = {}
-    halting_rate, current = None, {}
+    current = {}
 
     def train_round(model, index):
-        nonlocal halting_rate
-        if model.halting_optimizer is not None:
-            # The halting network waits until MEMO can answer: before that no
-            # number of hops earns a reward, and the hop cost alone would
-            # teach it to stop after the first hop.
-            halting_rate = halting_rate or model.halting_learning_rate
-            model.halting_optimizer.learning_rate.assign(0.0 if index < args.halting_warmup else halting_rate)
+        hold_halting_until(model, index, args.halting_warmup)
         sequences = current["sequences"] = sequences_at(stages, index)
         data = episodes(args.episodes, sequences, args, seed=args.seed * 100_000 + index)
         start = time.perf_counter()
@@ -232,10 +232,7 @@ def run(args):
                   "sequences": last["test_sequences"], "complete": complete,
                   "curve": curve}
         arguments = {k: v for k, v in vars(args).items() if k not in ("report", "latency", "results")}
-        if args.model == "memo":
-            merge_result(args.results, str(args.length), result, arguments, update=True)
-        else:
-            merge_result(args.results, (str(args.length), "EMN"), result, arguments)
+        record_model_result(args.results, str(args.length), args.model, result, arguments)
 
     curve, _ = train_within_budget(lambda: build(args), train_round, evaluate, workdir, args.budget_minutes,
                                    describe=describe, on_round=record)
@@ -244,10 +241,7 @@ def run(args):
 
 
 def report(args):
-    path = pathlib.Path(args.results)
-    if not path.exists():
-        sys.exit(f"No results yet: {path}. Run the bench first.")
-    results = json.loads(path.read_text())
+    results = read_results(args.results)
     for length in sorted(k for k in results if k.isdigit()):
         entry = results[length]
         kinds = [k for k in entry if "-" in k]

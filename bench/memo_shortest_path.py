@@ -29,7 +29,6 @@ Usage:
 """
 
 import argparse
-import json
 import os
 import pathlib
 import sys
@@ -38,7 +37,14 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(__file__))
 
-from budget import add_run_arguments, limit_threads, merge_result, train_within_budget  # noqa: E402
+from budget import (  # noqa: E402
+    add_run_arguments,
+    hold_halting_until,
+    limit_threads,
+    read_results,
+    record_model_result,
+    train_within_budget,
+)
 
 RESULTS = pathlib.Path(__file__).parent / "results" / "memo_shortest_path.json"
 SETTINGS = ("10/2/2", "20/3/3", "20/5/3")
@@ -171,14 +177,9 @@ def label(args):
 def run(args):
     limit_threads(args.threads)
     test = graphs(args.test, args, seed=1_000_003)  # seeds of training rounds stay below this
-    halting_rate = None
 
     def train_round(model, index):
-        nonlocal halting_rate
-        if model.halting_optimizer is not None:
-            # As in memo_pai: the halting network learns once MEMO can answer.
-            halting_rate = halting_rate or model.halting_learning_rate
-            model.halting_optimizer.learning_rate.assign(0.0 if index < args.halting_warmup else halting_rate)
+        hold_halting_until(model, index, args.halting_warmup)
         x, y = training_examples(graphs(args.graphs, args, seed=args.seed * 10_000 + index), args.length)
         start = time.perf_counter()
         history = model.fit(x, y, batch_size=args.batch_size, epochs=1, verbose=0)
@@ -198,10 +199,7 @@ def run(args):
                   "minutes": last["minutes"], "rounds": len(curve), "graphs": last["graphs"],
                   "complete": complete, "curve": curve}
         arguments = {k: v for k, v in vars(args).items() if k not in ("report", "results")}
-        if args.model == "memo":
-            merge_result(args.results, args.setting, result, arguments, update=True)
-        else:
-            merge_result(args.results, (args.setting, "EMN"), result, arguments)
+        record_model_result(args.results, args.setting, args.model, result, arguments)
 
     workdir = pathlib.Path(args.workdir) / args.setting.replace("/", "-") / args.model
     curve, _ = train_within_budget(lambda: build(args), train_round,
@@ -212,10 +210,7 @@ def run(args):
 
 
 def report(args):
-    path = pathlib.Path(args.results)
-    if not path.exists():
-        sys.exit(f"No results yet: {path}. Run the bench first.")
-    results = json.loads(path.read_text())
+    results = read_results(args.results)
     nan = float("nan")
     print(f"{'setting':>8s} {'node':>12s} {'MEMO %':>7s} {'hops':>5s} {'EMN %':>6s} {'paper MEMO':>11s} {'DNC':>6s}")
     for setting in [s for s in results if s != "args"]:
