@@ -25,11 +25,26 @@ from keras_relmem.training import write_json
 def limit_threads(threads):
     """Run TensorFlow on `threads` cores (inter- and intra-op pools), e.g. one
     core per model so that two models can be timed side by side."""
-    if threads:
+    if threads and keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
         tf.config.threading.set_inter_op_parallelism_threads(threads)
         tf.config.threading.set_intra_op_parallelism_threads(threads)
+
+
+def hops_forward(model):
+    """`model(x, return_hops=True)` on a dict of NumPy batches, compiled once on TensorFlow.
+
+    TensorFlow gets a `tf.function` (eager MEMO is slow there); JAX and torch
+    call the model eagerly, so the evaluation runs where no TensorFlow is
+    installed (the GPU machines have JAX and torch only).
+    """
+    if keras.backend.backend() != "tensorflow":
+        return lambda x: model(x, return_hops=True)
+    import tensorflow as tf
+
+    forward = tf.function(lambda x: model(x, return_hops=True), reduce_retracing=True)
+    return lambda x: forward({k: tf.constant(v) for k, v in x.items()})
 
 
 def add_run_arguments(parser, workdir, results, report_help="print the table from the JSON"):

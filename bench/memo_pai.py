@@ -46,6 +46,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from budget import (  # noqa: E402
     add_run_arguments,
     hold_halting_until,
+    hops_forward,
     limit_threads,
     read_results,
     record_model_result,
@@ -154,12 +155,11 @@ def build(args):
 def test_pass(model, data, answer):
     """Per-example correctness and hops on a test set."""
     import numpy as np
-    import tensorflow as tf
 
-    forward = tf.function(lambda x: model(x, return_hops=True), reduce_retracing=True)
+    forward = hops_forward(model)
     logits, hops = [], []
     for start in range(0, len(data["query"]), 256):
-        out = forward({k: tf.constant(v[start:start + 256]) for k, v in inputs(data).items()})
+        out = forward({k: v[start:start + 256] for k, v in inputs(data).items()})
         logits.append(np.asarray(out["logits"]))
         hops.append(np.asarray(out["hops"], "float32"))
     logits, hops = np.concatenate(logits), np.concatenate(hops)

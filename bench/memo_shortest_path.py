@@ -40,6 +40,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from budget import (  # noqa: E402
     add_run_arguments,
     hold_halting_until,
+    hops_forward,
     limit_threads,
     read_results,
     record_model_result,
@@ -138,14 +139,13 @@ def build(args):
 def predict(model, x):
     """(predicted node, hops) for every query."""
     import numpy as np
-    import tensorflow as tf
 
     if id(model) not in _FORWARD:  # traced once per model, not once per round
-        _FORWARD[id(model)] = tf.function(lambda x: model(x, return_hops=True), reduce_retracing=True)
+        _FORWARD[id(model)] = hops_forward(model)
     forward = _FORWARD[id(model)]
     nodes, hops = [], []
     for start in range(0, len(x["query"]), 512):
-        out = forward({k: tf.constant(v[start:start + 512]) for k, v in x.items()})
+        out = forward({k: v[start:start + 512] for k, v in x.items()})
         nodes.append(np.argmax(np.asarray(out["logits"]), -1))
         hops.append(np.asarray(out["hops"], "float32"))
     return np.concatenate(nodes), np.concatenate(hops)

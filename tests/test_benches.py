@@ -1,6 +1,8 @@
 """The MEMO benches' plumbing: query types, graph queries, the results file, resuming.
 
 Each bench run here is one tiny round (seconds); the real runs are in bench/.
+These benches use no TensorFlow, so they also run under `KERAS_BACKEND=jax`
+(a machine with JAX or torch and no TensorFlow can run them).
 """
 
 import json
@@ -78,15 +80,3 @@ def test_shortest_path_bench_writes_the_papers_figures(tmp_path):
     entry = json.loads(results.read_text())["10/2/2"]["EMN"]
     assert set(entry["hops"]) == {"first_node"} and entry["hops"]["first_node"] == 1.0
     assert 0 <= entry["first_node"] <= 100 and "second_node" not in entry and entry["complete"]
-
-
-def test_babi_entnet_writes_each_task_at_once_and_a_rerun_skips_it(tmp_path, capsys):
-    import babi_entnet
-
-    argv = ["--tasks", "1", "--budget-minutes", "0.02", "--epochs", "1", "--no-jit-compile",
-            "--results", str(tmp_path / "entnet.json"), "--workdir", str(tmp_path / "runs")]
-    babi_entnet.main(argv)
-    row = json.loads((tmp_path / "entnet.json").read_text())["tasks"]["1"]
-    assert row["seed"] == 0 and row["epochs"] == 1 and 0 <= row["error"] <= 100 and "0" in row["runs"]
-    babi_entnet.main(argv)
-    assert "task  1 seed 0: done, skipped" in capsys.readouterr().out
