@@ -12,7 +12,7 @@ VERSION = re.search(
 
 EXTRAS = {
     # jax: the layer and model tests also run on Keras' JAX backend (CPU wheel).
-    "test": ["pytest>=7", "pytest-timeout>=2", "jax>=0.4.30", "ruff>=0.5"],
+    "test": ["pytest>=7", "pytest-timeout>=2", "pytest-xdist>=3", "jax>=0.4.30", "ruff>=0.5"],
     # aiohttp: the REST front end's HTTP server; prometheus_client: --monitoring_config_file.
     "serving": ["tensorflow-serving-api>=2.21", "grpcio-health-checking>=1.60", "aiohttp>=3.9",
                 "prometheus_client>=0.17"],
