@@ -57,6 +57,22 @@ def add_run_arguments(parser, workdir, results, report_help="print the table fro
     return parser
 
 
+def add_halting_arguments(parser):
+    """MEMO's REINFORCE options the benches share: --answer-loss and --gamma.
+
+    The defaults are the ones that kept the halting policy from collapsing to
+    one hop on joint bAbI and on PAI (MEMOClassifier's own defaults,
+    "visited" and 0.9, did collapse it: README, "MEMO on joint bAbI").
+    """
+    parser.add_argument("--answer-loss", choices=("all", "visited"), default="all",
+                        help="hops whose answers the cross-entropy trains (MEMOClassifier's answer_loss); "
+                             "'visited' let the policy collapse to one hop")
+    parser.add_argument("--gamma", type=float, default=1.0,
+                        help="REINFORCE discount (MEMOClassifier's default 0.9 is a 10%%-per-hop cost that made "
+                             "one hop pay on the easy queries); set on a resumed model too")
+    return parser
+
+
 def hold_halting_until(model, index, warmup_rounds):
     """MEMO's halting network learns from round `warmup_rounds` on (rate 0 before, its own rate after).
 

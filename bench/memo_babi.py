@@ -35,7 +35,13 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(__file__))
 
-from budget import hold_halting_until, limit_threads, read_results, train_within_budget  # noqa: E402
+from budget import (  # noqa: E402
+    add_halting_arguments,
+    hold_halting_until,
+    limit_threads,
+    read_results,
+    train_within_budget,
+)
 
 RESULTS = pathlib.Path(__file__).parent / "results" / "memo_babi.json"
 SPEED_RESULTS = pathlib.Path(__file__).parent / "results" / "memo_babi_speed.json"
@@ -59,12 +65,7 @@ def parse_args(argv=None):
     parser.add_argument("--key-size", type=int, default=32)
     parser.add_argument("--max-hops", type=int, default=5)
     parser.add_argument("--halting-warmup-rounds", type=int, default=10)
-    parser.add_argument("--answer-loss", choices=("all", "visited"), default="all",
-                        help="hops whose answers the cross-entropy trains (MEMOClassifier's answer_loss); "
-                             "'visited' let the policy collapse to one hop")
-    parser.add_argument("--gamma", type=float, default=1.0,
-                        help="REINFORCE discount (MEMOClassifier's default 0.9 is a 10%%-per-hop cost that made "
-                             "one hop pay on the easy tasks); set on a resumed model too")
+    add_halting_arguments(parser)
     parser.add_argument("--reset-halting", action="store_true",
                         help="re-initialise the halting network before this sitting's first round "
                              "(e.g. after it collapsed under another --gamma)")

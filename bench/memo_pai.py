@@ -44,6 +44,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(__file__))
 
 from budget import (  # noqa: E402
+    add_halting_arguments,
     add_run_arguments,
     hold_halting_until,
     hops_forward,
@@ -83,6 +84,7 @@ def parse_args(argv=None):
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--halting-warmup", type=int, default=20,
                         help="rounds before the halting network starts learning (it runs ~N hops until then)")
+    add_halting_arguments(parser)
     add_run_arguments(parser, "runs/bench_memo_pai", RESULTS, "print the tables from the JSON")
     parser.add_argument("--latency", action="store_true",
                         help="MEMO's inference latency by hops taken, from the trained model in --workdir")
@@ -145,9 +147,10 @@ def build(args):
 
     keras.utils.set_random_seed(args.seed)
     memo = args.model == "memo"
+    reinforce = {"answer_loss": args.answer_loss, "gamma": args.gamma} if memo else {}
     model = MEMOClassifier(args.num_items if args.answer == "identity" else 2, embedding_dim=64, num_heads=4,
                            key_size=32, max_hops=args.max_hops if memo else 1,
-                           halting="reinforce" if memo else None, seed=args.seed)
+                           halting="reinforce" if memo else None, seed=args.seed, **reinforce)
     model.compile(keras.optimizers.Adam(args.learning_rate))
     return model
 

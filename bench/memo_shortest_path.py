@@ -38,6 +38,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(__file__))
 
 from budget import (  # noqa: E402
+    add_halting_arguments,
     add_run_arguments,
     hold_halting_until,
     hops_forward,
@@ -84,6 +85,7 @@ def parse_args(argv=None):
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--halting-warmup", type=int, default=10,
                         help="rounds before the halting network starts learning")
+    add_halting_arguments(parser)
     add_run_arguments(parser, "runs/bench_memo_shortest_path", RESULTS)
     args = parser.parse_args(argv)
     args.nodes, args.degree, args.length = parse_setting(args.setting)
@@ -128,10 +130,11 @@ def build(args):
 
     keras.utils.set_random_seed(args.seed)
     memo = args.model == "memo"
+    reinforce = {"answer_loss": args.answer_loss, "gamma": args.gamma} if memo else {}
     model = MEMOClassifier(args.nodes, vocab_size=args.nodes + 1, embedding_dim=args.embedding_dim,
                            num_heads=args.num_heads, key_size=args.key_size,
                            max_hops=args.max_hops if memo else 1, halting="reinforce" if memo else None,
-                           sum_fact_items=not memo, seed=args.seed)
+                           sum_fact_items=not memo, seed=args.seed, **reinforce)
     model.compile(keras.optimizers.Adam(args.learning_rate))
     return model
 

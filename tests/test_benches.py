@@ -80,3 +80,14 @@ def test_shortest_path_bench_writes_the_papers_figures(tmp_path):
     entry = json.loads(results.read_text())["10/2/2"]["EMN"]
     assert set(entry["hops"]) == {"first_node"} and entry["hops"]["first_node"] == 1.0
     assert 0 <= entry["first_node"] <= 100 and "second_node" not in entry and entry["complete"]
+
+
+def test_memo_benches_default_to_the_policy_settings_that_did_not_collapse():
+    # answer_loss="visited" with gamma=0.9 halted at hop 1 on bAbI and on PAI length 4
+    # (README); the benches train every hop's answer and discount nothing by default.
+    for module, argv in ((memo_pai, ["--length", "4", "--num-items", "20"]),
+                         (memo_shortest_path, ["--setting", "10/2/2"])):
+        model = module.build(module.parse_args(argv))
+        assert (model.answer_loss, model.gamma) == ("all", 1.0)
+        model = module.build(module.parse_args(argv + ["--answer-loss", "visited", "--gamma", "0.9"]))
+        assert (model.answer_loss, model.gamma) == ("visited", 0.9)
