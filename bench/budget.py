@@ -80,6 +80,20 @@ def add_halting_arguments(parser):
     return parser
 
 
+def apply_halting_arguments(model, args):
+    """Give a resumed MEMO the run's --answer-loss and --gamma.
+
+    A `.keras` file brings back the settings it was saved with; the flags say
+    how training goes on from here (e.g. a run resumed with another gamma).
+    Both are read when the training step is traced, so call this before the
+    first `fit` of a sitting. Models without a halting policy are left alone.
+    """
+    memo = getattr(model, "memo", None)
+    if getattr(memo, "halting", None) == "reinforce":
+        model.answer_loss, model.gamma = args.answer_loss, float(args.gamma)
+    return model
+
+
 def hold_halting_until(model, index, warmup_rounds):
     """MEMO's halting network learns from round `warmup_rounds` on (rate 0 before, its own rate after).
 

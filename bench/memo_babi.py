@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from budget import (  # noqa: E402
     add_halting_arguments,
+    apply_halting_arguments,
     hold_halting_until,
     limit_threads,
     read_results,
@@ -170,7 +171,7 @@ def run(args):
     def train_round(model, index):
         nonlocal first_round
         if first_round:
-            model.gamma = args.gamma  # read when the training step is traced
+            apply_halting_arguments(model, args)  # read when the training step is traced
             if args.reset_halting:
                 reset_halting_network(model)
                 print(f"round {index}: halting network re-initialised, gamma {args.gamma}", flush=True)

@@ -46,6 +46,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from budget import (  # noqa: E402
     add_halting_arguments,
     add_run_arguments,
+    apply_halting_arguments,
     hold_halting_until,
     hops_forward,
     limit_threads,
@@ -238,7 +239,8 @@ def run(args):
         record_model_result(args.results, str(args.length), args.model, result, arguments)
 
     curve, _ = train_within_budget(lambda: build(args), train_round, evaluate, workdir, args.budget_minutes,
-                                   describe=describe, on_round=record)
+                                   describe=describe, on_round=record,
+                                   on_resume=lambda model: apply_halting_arguments(model, args))
     record(curve, complete=True)
     report(args)
 

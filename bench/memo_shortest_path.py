@@ -40,6 +40,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from budget import (  # noqa: E402
     add_halting_arguments,
     add_run_arguments,
+    apply_halting_arguments,
     hold_halting_until,
     hops_forward,
     limit_threads,
@@ -204,7 +205,8 @@ def run(args):
     workdir = pathlib.Path(args.workdir) / args.setting.replace("/", "-") / args.model
     curve, _ = train_within_budget(lambda: build(args), train_round,
                                    lambda model: test_pass(model, test, args.length), workdir,
-                                   args.budget_minutes, describe=describe, on_round=record)
+                                   args.budget_minutes, describe=describe, on_round=record,
+                                   on_resume=lambda model: apply_halting_arguments(model, args))
     record(curve, complete=True)
     report(args)
 

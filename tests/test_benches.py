@@ -91,3 +91,20 @@ def test_memo_benches_default_to_the_policy_settings_that_did_not_collapse():
         assert (model.answer_loss, model.gamma) == ("all", 1.0)
         model = module.build(module.parse_args(argv + ["--answer-loss", "visited", "--gamma", "0.9"]))
         assert (model.answer_loss, model.gamma) == ("visited", 0.9)
+
+
+def test_a_resumed_memo_takes_the_runs_halting_flags(tmp_path):
+    # A saved model comes back with the gamma it was saved with; --gamma on the
+    # resuming run must win (the flag's help says so).
+    argv = ["--length", "3", "--num-items", "20", "--max-hops", "2"]
+    model = memo_pai.build(memo_pai.parse_args(argv))
+    model.save(tmp_path / "m.keras")
+    import keras
+
+    resumed = keras.saving.load_model(tmp_path / "m.keras")
+    assert (resumed.answer_loss, resumed.gamma) == ("all", 1.0)
+    budget.apply_halting_arguments(resumed, memo_pai.parse_args(argv + ["--answer-loss", "visited", "--gamma", "0.9"]))
+    assert (resumed.answer_loss, resumed.gamma) == ("visited", 0.9)
+    emn = memo_pai.build(memo_pai.parse_args(argv + ["--model", "emn"]))
+    budget.apply_halting_arguments(emn, memo_pai.parse_args(argv + ["--gamma", "0.5"]))
+    assert emn.gamma != 0.5, "a model without a halting policy is left alone"
