@@ -44,6 +44,9 @@ PAPER = {1: 0.0, 2: 0.1, 3: 4.1, 4: 0.0, 5: 0.3, 6: 0.2, 7: 0.0, 8: 0.5, 9: 0.1,
          13: 1.3, 14: 0.0, 15: 0.0, 16: 0.2, 17: 0.5, 18: 0.3, 19: 2.3, 20: 0.0}
 REPO = {1: 0.0, 2: 0.4, 3: 4.5, 4: 0.0, 5: 0.3, 6: 0.0, 7: 0.0, 8: 0.3, 9: 0.0, 10: 0.1, 11: 0.1, 12: 0.0,
         13: 2.1, 14: 0.0, 15: 0.0, 16: 0.2, 17: 0.6, 18: 1.2, 19: 0.4, 20: 0.0}
+# The TensorFlow port (jimfleming/recurrent-entity-networks, README): None where it reports "?".
+TF_PORT = {1: 0.0, 2: 3.0, 3: None, 4: 0.0, 5: None, 6: 0.1, 7: None, 8: None, 9: 0.7, 10: 0.1, 11: 0.0, 12: 0.0,
+           13: 0.0, 14: 4.5, 15: 0.0, 16: 0.0, 17: 1.7, 18: 1.5, 19: 0.0, 20: 0.2}
 
 
 def parse_args(argv=None):
@@ -148,13 +151,18 @@ def run(args):
     report(args)
 
 
+def _figure(value):
+    return "?" if value is None else f"{value:.1f}"
+
+
 def report(args):
     tasks = read_results(args.results).get("tasks", {})
-    print(f"{'task':>4} {'error %':>8} {'epochs':>6} {'minutes':>7} {'seed':>4} {'paper %':>8} {'repo %':>7}")
+    print(f"{'task':>4} {'error %':>8} {'epochs':>6} {'minutes':>7} {'seed':>4} "
+          f"{'paper %':>8} {'repo %':>7} {'TF port %':>9}")
     for task in sorted(tasks, key=int):
         row = tasks[task]
         print(f"{task:>4} {row['error']:8.2f} {row['epochs']:6d} {row['minutes']:7.1f} {row['seed']:4d} "
-              f"{PAPER[int(task)]:8.1f} {REPO[int(task)]:7.1f}")
+              f"{PAPER[int(task)]:8.1f} {REPO[int(task)]:7.1f} {_figure(TF_PORT[int(task)]):>9}")
     errors = [row["error"] for row in tasks.values()]
     if errors:
         print(f"{len(errors)} tasks: mean error {sum(errors) / len(errors):.2f}%, "
