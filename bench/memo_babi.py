@@ -68,7 +68,7 @@ def parse_args(argv=None):
     parser.add_argument("--halting-warmup-rounds", type=int, default=10)
     add_halting_arguments(parser)
     parser.add_argument("--reset-halting", action="store_true",
-                        help="re-initialise the halting network before this sitting's first round "
+                        help="re-initialise the halting network of a resumed MEMO before this sitting trains "
                              "(e.g. after it collapsed under another --gamma)")
     parser.add_argument("--jit-compile", action="store_true", help="XLA training steps (see --speed)")
     parser.add_argument("--no-buckets", action="store_true", help="pad every batch to the longest story")
@@ -166,16 +166,14 @@ def run(args):
     data = load(args)
     print(f"joint bAbI: {len(data.examples['train'])} training questions, stories up to "
           f"{data.story_length} sentences; bucket bounds {data_bucket_bounds(data)}", flush=True)
-    first_round = True
+
+    def resume(model):
+        apply_halting_arguments(model, args)  # read when the training step is traced
+        if args.reset_halting:
+            reset_halting_network(model)
+            print(f"halting network re-initialised, gamma {args.gamma}", flush=True)
 
     def train_round(model, index):
-        nonlocal first_round
-        if first_round:
-            apply_halting_arguments(model, args)  # read when the training step is traced
-            if args.reset_halting:
-                reset_halting_network(model)
-                print(f"round {index}: halting network re-initialised, gamma {args.gamma}", flush=True)
-            first_round = False
         hold_halting_until(model, index, args.halting_warmup_rounds)
         ds = train_dataset(data, args, seed=args.seed * 1000 + index, buckets=not args.no_buckets)
         start = time.perf_counter()
@@ -212,7 +210,7 @@ def run(args):
 
     curve, _ = train_within_budget(
         lambda: build(args, data), train_round, evaluate, pathlib.Path(args.workdir),
-        args.budget_minutes, describe=describe, on_round=record,
+        args.budget_minutes, describe=describe, on_resume=resume, on_round=record,
     )
     record(curve, complete=True)
     report(args)
