@@ -46,7 +46,6 @@ from budget import (  # noqa: E402
 
 RESULTS = pathlib.Path(__file__).parent / "results" / "memo_babi.json"
 SPEED_RESULTS = pathlib.Path(__file__).parent / "results" / "memo_babi_speed.json"
-PICTURE = pathlib.Path(__file__).parent / "results" / "memo_babi_hops.png"
 # Banino et al. 2020, Table 3 (joint bAbI 10k): mean test error (%) and tasks solved.
 PAPER = {"MEMO": (0.21, 20), "Universal Transformer": (0.29, 20), "DNC": (3.8, 18), "EMN": (4.2, 17)}
 SINGLE_FACT, MULTI_FACT = (1, 4, 15), (2, 3, 16, 19)
@@ -280,7 +279,9 @@ def report(args):
         from keras_relmem import viz
     except ImportError:
         return
-    picture = viz.hops_per_task({t: row["hops"] for t, row in tasks.items()}, PICTURE,
+    # beside the results it draws (bench/results/memo_babi_hops.png for the default --results)
+    path = pathlib.Path(args.results)
+    picture = viz.hops_per_task({t: row["hops"] for t, row in tasks.items()}, path.with_name(f"{path.stem}_hops.png"),
                                 title=f"MEMO on joint bAbI: mean hops per task ({results['minutes']:.0f} min)",
                                 highlight=MULTI_FACT)
     print(f"Wrote {picture}")
