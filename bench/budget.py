@@ -65,7 +65,7 @@ def add_run_arguments(parser, workdir, results, report_help="print the table fro
 
 
 def add_halting_arguments(parser):
-    """MEMO's REINFORCE options the benches share: --answer-loss and --gamma.
+    """MEMO's REINFORCE options the benches share: --answer-loss, --gamma, --beta.
 
     The defaults are the ones that kept the halting policy from collapsing to
     one hop on joint bAbI and on PAI (MEMOClassifier's own defaults,
@@ -77,11 +77,15 @@ def add_halting_arguments(parser):
     parser.add_argument("--gamma", type=float, default=1.0,
                         help="REINFORCE discount (MEMOClassifier's default 0.9 is a 10%%-per-hop cost that made "
                              "one hop pay on the easy queries); set on a resumed model too")
+    parser.add_argument("--beta", type=float, default=0.01,
+                        help="weight of the expected-hops loss (MEMOClassifier's default 0.01): a cost of 0.01 a "
+                             "hop on every query, which can outweigh a hard query type's gain when the policy "
+                             "cannot tell the types apart; set on a resumed model too")
     return parser
 
 
 def apply_halting_arguments(model, args):
-    """Give a resumed MEMO the run's --answer-loss and --gamma.
+    """Give a (resumed) MEMO the run's --answer-loss, --gamma and --beta.
 
     A `.keras` file brings back the settings it was saved with; the flags say
     how training goes on from here (e.g. a run resumed with another gamma).
@@ -91,6 +95,7 @@ def apply_halting_arguments(model, args):
     memo = getattr(model, "memo", None)
     if getattr(memo, "halting", None) == "reinforce":
         model.answer_loss, model.gamma = args.answer_loss, float(args.gamma)
+        model.beta = float(getattr(args, "beta", model.beta))
     return model
 
 

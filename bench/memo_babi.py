@@ -101,6 +101,7 @@ def build(args, data):
         key_size=args.key_size, max_hops=args.max_hops,
         answer_loss=getattr(args, "answer_loss", "visited"),  # results from before the option: visited
         gamma=getattr(args, "gamma", 0.9),
+        beta=getattr(args, "beta", 0.01),
     )
     model.compile(keras.optimizers.Adam(args.learning_rate, clipnorm=args.clipnorm),
                   jit_compile=bool(args.jit_compile))

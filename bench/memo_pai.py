@@ -148,7 +148,7 @@ def build(args):
 
     keras.utils.set_random_seed(args.seed)
     memo = args.model == "memo"
-    reinforce = {"answer_loss": args.answer_loss, "gamma": args.gamma} if memo else {}
+    reinforce = {"answer_loss": args.answer_loss, "gamma": args.gamma, "beta": args.beta} if memo else {}
     model = MEMOClassifier(args.num_items if args.answer == "identity" else 2, embedding_dim=64, num_heads=4,
                            key_size=32, max_hops=args.max_hops if memo else 1,
                            halting="reinforce" if memo else None, seed=args.seed, **reinforce)

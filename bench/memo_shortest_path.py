@@ -130,7 +130,7 @@ def build(args):
 
     keras.utils.set_random_seed(args.seed)
     memo = args.model == "memo"
-    reinforce = {"answer_loss": args.answer_loss, "gamma": args.gamma} if memo else {}
+    reinforce = {"answer_loss": args.answer_loss, "gamma": args.gamma, "beta": args.beta} if memo else {}
     model = MEMOClassifier(args.nodes, vocab_size=args.nodes + 1, embedding_dim=args.embedding_dim,
                            num_heads=args.num_heads, key_size=args.key_size,
                            max_hops=args.max_hops if memo else 1, halting="reinforce" if memo else None,

@@ -102,9 +102,11 @@ def test_a_resumed_memo_takes_the_runs_halting_flags(tmp_path):
     import keras
 
     resumed = keras.saving.load_model(tmp_path / "m.keras")
-    assert (resumed.answer_loss, resumed.gamma) == ("all", 1.0)
-    budget.apply_halting_arguments(resumed, memo_pai.parse_args(argv + ["--answer-loss", "visited", "--gamma", "0.9"]))
-    assert (resumed.answer_loss, resumed.gamma) == ("visited", 0.9)
+    assert (resumed.answer_loss, resumed.gamma, resumed.beta) == ("all", 1.0, 0.01)
+    flags = ["--answer-loss", "visited", "--gamma", "0.9", "--beta", "0"]
+    budget.apply_halting_arguments(resumed, memo_pai.parse_args(argv + flags))
+    assert (resumed.answer_loss, resumed.gamma, resumed.beta) == ("visited", 0.9, 0.0)
+    assert memo_pai.build(memo_pai.parse_args(argv + ["--beta", "0.5"])).beta == 0.5
     emn = memo_pai.build(memo_pai.parse_args(argv + ["--model", "emn"]))
     budget.apply_halting_arguments(emn, memo_pai.parse_args(argv + ["--gamma", "0.5"]))
     assert emn.gamma != 0.5, "a model without a halting policy is left alone"
