@@ -84,6 +84,11 @@ def add_halting_arguments(parser):
     return parser
 
 
+def halting_settings(args):
+    """The MEMOClassifier settings the halting flags give, for building a MEMO or resuming one."""
+    return {"answer_loss": args.answer_loss, "gamma": float(args.gamma), "beta": float(args.beta)}
+
+
 def apply_halting_arguments(model, args):
     """Give a (resumed) MEMO the run's --answer-loss, --gamma and --beta.
 
@@ -94,8 +99,8 @@ def apply_halting_arguments(model, args):
     """
     memo = getattr(model, "memo", None)
     if getattr(memo, "halting", None) == "reinforce":
-        model.answer_loss, model.gamma = args.answer_loss, float(args.gamma)
-        model.beta = float(getattr(args, "beta", model.beta))
+        for name, value in halting_settings(args).items():
+            setattr(model, name, value)
     return model
 
 

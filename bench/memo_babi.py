@@ -38,6 +38,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from budget import (  # noqa: E402
     add_halting_arguments,
     apply_halting_arguments,
+    halting_settings,
     hold_halting_until,
     limit_threads,
     read_results,
@@ -99,9 +100,7 @@ def build(args, data):
         "memo", len(data.vocab), len(data.answer_vocab), data.story_length, data.sentence_length,
         data.query_length, embedding_dim=args.embedding_dim, num_heads=args.num_heads,
         key_size=args.key_size, max_hops=args.max_hops,
-        answer_loss=getattr(args, "answer_loss", "visited"),  # results from before the option: visited
-        gamma=getattr(args, "gamma", 0.9),
-        beta=getattr(args, "beta", 0.01),
+        **halting_settings(args),
     )
     model.compile(keras.optimizers.Adam(args.learning_rate, clipnorm=args.clipnorm),
                   jit_compile=bool(args.jit_compile))

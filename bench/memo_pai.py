@@ -47,6 +47,7 @@ from budget import (  # noqa: E402
     add_halting_arguments,
     add_run_arguments,
     apply_halting_arguments,
+    halting_settings,
     hold_halting_until,
     hops_forward,
     limit_threads,
@@ -148,7 +149,7 @@ def build(args):
 
     keras.utils.set_random_seed(args.seed)
     memo = args.model == "memo"
-    reinforce = {"answer_loss": args.answer_loss, "gamma": args.gamma, "beta": args.beta} if memo else {}
+    reinforce = halting_settings(args) if memo else {}
     model = MEMOClassifier(args.num_items if args.answer == "identity" else 2, embedding_dim=64, num_heads=4,
                            key_size=32, max_hops=args.max_hops if memo else 1,
                            halting="reinforce" if memo else None, seed=args.seed, **reinforce)

@@ -41,6 +41,7 @@ from budget import (  # noqa: E402
     add_halting_arguments,
     add_run_arguments,
     apply_halting_arguments,
+    halting_settings,
     hold_halting_until,
     hops_forward,
     limit_threads,
@@ -130,7 +131,7 @@ def build(args):
 
     keras.utils.set_random_seed(args.seed)
     memo = args.model == "memo"
-    reinforce = {"answer_loss": args.answer_loss, "gamma": args.gamma, "beta": args.beta} if memo else {}
+    reinforce = halting_settings(args) if memo else {}
     model = MEMOClassifier(args.nodes, vocab_size=args.nodes + 1, embedding_dim=args.embedding_dim,
                            num_heads=args.num_heads, key_size=args.key_size,
                            max_hops=args.max_hops if memo else 1, halting="reinforce" if memo else None,
