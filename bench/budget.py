@@ -65,7 +65,7 @@ def add_run_arguments(parser, workdir, results, report_help="print the table fro
 
 
 def add_halting_arguments(parser):
-    """MEMO's REINFORCE options the benches share: --answer-loss, --gamma, --beta.
+    """MEMO's REINFORCE options the benches share: --answer-loss, --gamma, --beta, --halting-inputs.
 
     The defaults are the ones that kept the halting policy from collapsing to
     one hop on joint bAbI and on PAI (MEMOClassifier's own defaults,
@@ -81,16 +81,21 @@ def add_halting_arguments(parser):
                         help="weight of the expected-hops loss (MEMOClassifier's default 0.01): a cost of 0.01 a "
                              "hop on every query, which can outweigh a hard query type's gain when the policy "
                              "cannot tell the types apart; set on a resumed model too")
+    parser.add_argument("--halting-inputs", choices=("distance", "distance+entropy"), default="distance",
+                        help="what the halting network reads each hop with the hop index (MEMO's halting_inputs): "
+                             "the paper's attention distance, or that and the entropy of the hop's answer; "
+                             "fixed when the model is built")
     return parser
 
 
 def halting_settings(args):
     """The MEMOClassifier settings the halting flags give, for building a MEMO or resuming one."""
-    return {"answer_loss": args.answer_loss, "gamma": float(args.gamma), "beta": float(args.beta)}
+    return {"answer_loss": args.answer_loss, "gamma": float(args.gamma), "beta": float(args.beta),
+            "halting_inputs": args.halting_inputs}
 
 
 def apply_halting_arguments(model, args):
-    """Give a (resumed) MEMO the run's --answer-loss, --gamma and --beta.
+    """Give a (resumed) MEMO the run's --answer-loss, --gamma and --beta (and check --halting-inputs).
 
     A `.keras` file brings back the settings it was saved with; the flags say
     how training goes on from here (e.g. a run resumed with another gamma).
@@ -99,7 +104,12 @@ def apply_halting_arguments(model, args):
     """
     memo = getattr(model, "memo", None)
     if getattr(memo, "halting", None) == "reinforce":
-        for name, value in halting_settings(args).items():
+        settings = halting_settings(args)
+        inputs = settings.pop("halting_inputs")
+        if memo.halting_inputs != inputs:  # the policy's input size is fixed by its weights
+            raise SystemExit(f"--halting-inputs {inputs}: the saved MEMO in this --workdir was built with "
+                             f"{memo.halting_inputs!r}; use a new --workdir for another halting input.")
+        for name, value in settings.items():
             setattr(model, name, value)
     return model
 
@@ -114,6 +124,28 @@ def hold_halting_until(model, index, warmup_rounds):
     if getattr(model, "halting_optimizer", None) is not None:
         rate = 0.0 if index < warmup_rounds else model.halting_learning_rate
         model.halting_optimizer.learning_rate.assign(rate)
+
+
+def warm_start_memo(model, path):
+    """Copy every weight but the halting network's from the saved MEMOClassifier at `path` into `model`.
+
+    A trained MEMO with a fresh halting policy, e.g. to try other halting
+    inputs on a model whose answers are already learned. Both models must be
+    built; weights are matched by path (`.../memo/keys/kernel`) and shape.
+    Returns the number of weights copied.
+    """
+    source = keras.saving.load_model(path)
+    saved = {v.path: v for v in source.weights}
+    copied = 0
+    for variable in model.weights:
+        if "halting_policy" in variable.path:
+            continue
+        if variable.path not in saved or tuple(saved[variable.path].shape) != tuple(variable.shape):
+            raise SystemExit(f"--warm-start {path}: no weight {variable.path} of shape {tuple(variable.shape)} "
+                             "there; start from a model with the same architecture flags.")
+        variable.assign(saved[variable.path])
+        copied += 1
+    return copied
 
 
 def read_results(path):

@@ -54,6 +54,7 @@ from budget import (  # noqa: E402
     read_results,
     record_model_result,
     train_within_budget,
+    warm_start_memo,
 )
 
 RESULTS = pathlib.Path(__file__).parent / "results" / "memo_pai.json"
@@ -86,6 +87,9 @@ def parse_args(argv=None):
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--halting-warmup", type=int, default=20,
                         help="rounds before the halting network starts learning (it runs ~N hops until then)")
+    parser.add_argument("--warm-start", default=None, metavar="MODEL_KERAS",
+                        help="a fresh run starts from this saved MEMO's weights with a new halting network "
+                             "(e.g. to try --halting-inputs on a trained model)")
     add_halting_arguments(parser)
     add_run_arguments(parser, "runs/bench_memo_pai", RESULTS, "print the tables from the JSON")
     parser.add_argument("--latency", action="store_true",
@@ -154,6 +158,10 @@ def build(args):
                            key_size=32, max_hops=args.max_hops if memo else 1,
                            halting="reinforce" if memo else None, seed=args.seed, **reinforce)
     model.compile(keras.optimizers.Adam(args.learning_rate))
+    if args.warm_start:
+        model(inputs(episodes(2, 4, args, seed=0)))  # build, so that there are weights to copy into
+        copied = warm_start_memo(model, args.warm_start)
+        print(f"warm start: {copied} weights from {args.warm_start}, a fresh halting network", flush=True)
     return model
 
 

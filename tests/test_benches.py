@@ -10,6 +10,7 @@ import pathlib
 import sys
 
 import numpy as np
+import pytest
 
 BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -110,3 +111,24 @@ def test_a_resumed_memo_takes_the_runs_halting_flags(tmp_path):
     emn = memo_pai.build(memo_pai.parse_args(argv + ["--model", "emn"]))
     budget.apply_halting_arguments(emn, memo_pai.parse_args(argv + ["--gamma", "0.5"]))
     assert emn.gamma != 0.5, "a model without a halting policy is left alone"
+    # --halting-inputs sizes the policy's weights: it builds a model, and a resumed one must match it.
+    entropy = memo_pai.build(memo_pai.parse_args(argv + ["--halting-inputs", "distance+entropy"]))
+    assert entropy.memo.halting_inputs == "distance+entropy" and resumed.memo.halting_inputs == "distance"
+    with pytest.raises(SystemExit, match="new --workdir"):
+        budget.apply_halting_arguments(resumed, memo_pai.parse_args(argv + ["--halting-inputs", "distance+entropy"]))
+
+
+def test_warm_start_copies_memo_and_leaves_a_fresh_halting_network(tmp_path):
+    # --warm-start: the saved MEMO's answers at every hop, a new policy (here with other inputs).
+    argv = ["--length", "3", "--num-items", "20", "--max-hops", "3"]
+    source = memo_pai.build(memo_pai.parse_args(argv + ["--seed", "1"]))
+    x = memo_pai.inputs(memo_pai.episodes(4, 4, memo_pai.parse_args(argv), seed=5))
+    source(x)
+    source.save(tmp_path / "m.keras")
+    flags = ["--warm-start", str(tmp_path / "m.keras"), "--halting-inputs", "distance+entropy"]
+    model = memo_pai.build(memo_pai.parse_args(argv + flags))
+    answers = [m.training_outputs(x, training=False)["answer_logits"] for m in (source, model)]
+    np.testing.assert_allclose(np.asarray(answers[0]), np.asarray(answers[1]), atol=1e-5)
+    assert model.memo.policy.gru.kernel.shape[0] == source.memo.policy.gru.kernel.shape[0] + 1
+    with pytest.raises(SystemExit, match="same architecture"):
+        memo_pai.build(memo_pai.parse_args(["--length", "3", "--num-items", "30", "--max-hops", "3"] + flags))

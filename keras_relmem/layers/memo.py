@@ -15,6 +15,12 @@ from keras import ops
 from keras_relmem.layers import utils
 
 HALTING_MODES = ("reinforce", "act", None)
+# What the halting network reads each hop besides the one-hot hop index:
+# "distance", the paper's Bhattacharyya distance between consecutive hops'
+# attention (§2.3), or "distance+entropy", which adds the entropy of the hop's
+# answer distribution (our extension: on PAI the distance is the same for
+# every query type, the entropy falls at the hop where a type becomes right).
+HALTING_INPUTS = ("distance", "distance+entropy")
 LOGIT_MIXING = ("heads", "facts")
 _NEG_INF = -1e9
 # P(halt) = sigmoid(bias) at the first hop of an untrained policy; above this
@@ -42,6 +48,20 @@ def _facts_count(facts):
     return facts.shape[1] if facts.shape[1] is not None else ops.shape(facts)[1]
 
 
+def check_halting_inputs(halting_inputs):
+    """The number of halting features `halting_inputs` names; anything else is refused."""
+    if halting_inputs not in HALTING_INPUTS:
+        raise ValueError(f"halting_inputs must be one of {HALTING_INPUTS}; received halting_inputs={halting_inputs!r}.")
+    return len(halting_inputs.split("+"))
+
+
+def answer_entropy(logits):
+    """Entropy (nats) of `softmax(logits)` over the last axis."""
+    logits = ops.cast(logits, "float32")
+    log_p = ops.log_softmax(logits, axis=-1)
+    return -ops.sum(ops.exp(log_p) * log_p, axis=-1)
+
+
 def bhattacharyya_distance(p, q, epsilon=1e-10):
     """`-log(sum_i sqrt(p_i q_i))` over the last axis (0 for equal distributions)."""
     coefficient = ops.sum(ops.sqrt(ops.maximum(p * q, 0.0)), axis=-1)
@@ -53,9 +73,11 @@ class HaltingPolicy(keras.layers.Layer):
     """MEMO's halting network: a GRU over [distance, one-hot hop] and an MLP.
 
     Each hop it reads the Bhattacharyya distance between this hop's and the
-    previous hop's attention weights and the one-hot hop index, updates a GRU
-    state and outputs a halting logit (`P(halt) = sigmoid(logit)`) and a value
-    estimate (the REINFORCE baseline).
+    previous hop's attention weights (with `num_inputs > 1`, further
+    per-example features after it, e.g. the entropy of the hop's answer) and
+    the one-hot hop index, updates a GRU state and outputs a halting logit
+    (`P(halt) = sigmoid(logit)`) and a value estimate (the REINFORCE
+    baseline).
 
     Args:
         max_hops: int, N (the one-hot size).
@@ -68,6 +90,9 @@ class HaltingPolicy(keras.layers.Layer):
             opposite sign, "continue" being its positive class: its values
             are our -2, -5, -10. A value that makes halting at hop 1 near
             certain (P(halt) > 0.85) draws a warning.
+        num_inputs: int, features per hop before the one-hot hop index
+            (default 1: the paper's distance alone). With 1 the call takes
+            `(batch,)`, otherwise `(batch, num_inputs)`.
         **kwargs: standard layer arguments.
 
     Example:
@@ -87,9 +112,11 @@ class HaltingPolicy(keras.layers.Layer):
     of episodic memories", ICLR 2020, arXiv:2001.10913 (§2.3).
     """
 
-    def __init__(self, max_hops, gru_units=256, mlp_units=64, bias_init=-3.0, **kwargs):
+    def __init__(self, max_hops, gru_units=256, mlp_units=64, bias_init=-3.0, num_inputs=1, **kwargs):
         super().__init__(**kwargs)
         utils.check_positive_int("max_hops", max_hops)
+        utils.check_positive_int("num_inputs", num_inputs)
+        self.num_inputs = num_inputs
         utils.check_positive_int("gru_units", gru_units)
         utils.check_positive_int("mlp_units", mlp_units)
         self.max_hops = max_hops
@@ -107,7 +134,7 @@ class HaltingPolicy(keras.layers.Layer):
 
     def build(self, input_shape=None):
         batch = None
-        self.gru.build((batch, 1 + self.max_hops))
+        self.gru.build((batch, self.num_inputs + self.max_hops))
         self.hidden.build((batch, self.gru_units))
         self.halt.build((batch, self.mlp_units))
         self.value.build((batch, self.mlp_units))
@@ -117,13 +144,20 @@ class HaltingPolicy(keras.layers.Layer):
         return ops.zeros((batch_size, self.gru_units), dtype=self.compute_dtype)
 
     def call(self, distance, hop, state):
-        """One hop: `distance (batch,)`, `hop` int (0-based), `state (batch, units)`.
+        """One hop: `distance (batch,)` (or `(batch, num_inputs)`), `hop` int (0-based), `state (batch, units)`.
 
         Returns `(halt_logit (batch,), value (batch,), new_state)`.
         """
         batch = ops.shape(distance)[0]
         one_hot = ops.one_hot(ops.full((batch,), hop, dtype="int32"), self.max_hops, dtype=self.compute_dtype)
-        features = ops.concatenate([ops.expand_dims(ops.cast(distance, self.compute_dtype), -1), one_hot], -1)
+        inputs = ops.cast(distance, self.compute_dtype)
+        if len(inputs.shape) == 1:
+            inputs = ops.expand_dims(inputs, -1)
+        if inputs.shape[-1] != self.num_inputs:
+            raise ValueError(
+                f"This HaltingPolicy reads {self.num_inputs} feature(s) per hop; received shape {tuple(inputs.shape)}."
+            )
+        features = ops.concatenate([inputs, one_hot], -1)
         output, new_state = self.gru(features, [state])
         hidden = self.hidden(output)
         return self.halt(hidden)[:, 0], self.value(hidden)[:, 0], new_state[0]
@@ -136,6 +170,7 @@ class HaltingPolicy(keras.layers.Layer):
                 "gru_units": self.gru_units,
                 "mlp_units": self.mlp_units,
                 "bias_init": self.bias_init,
+                "num_inputs": self.num_inputs,
             }
         )
         return config
@@ -167,7 +202,8 @@ class MEMO(keras.layers.Layer):
 
     The halting policy reads the Bhattacharyya distance between `w` of
     this hop and the last (uniform over the valid facts before the first hop)
-    with the one-hot hop index.
+    with the one-hot hop index; `halting_inputs="distance+entropy"` adds the
+    entropy of `softmax(answer_t)`.
 
     Calling the layer runs the adaptive inference loop and really stops: a
     batch finishes when every example has halted (`P(halt) > 0.5`), or at
@@ -197,6 +233,14 @@ class MEMO(keras.layers.Layer):
             +2/+5/+10 (appendix D) use the opposite sign and are our
             -2/-5/-10; a value making halting at hop 1 near certain warns.
         halting_threshold: P(halt) above which inference stops (default 0.5).
+        halting_inputs: what the halting network reads each hop with the
+            one-hot hop index: `"distance"` (default, the paper's §2.3) or
+            `"distance+entropy"`, which adds the entropy (nats) of the hop's
+            answer distribution. Both are gradient-free. On paired
+            associative inference the distance profile over hops was the
+            same for every query type, so the policy took the same number of
+            hops on all; the entropy drops at the hop where each type
+            becomes answerable (README, "MEMO's longer chains").
         act_epsilon: ACT's epsilon (default 0.01).
         kernel_initializer: initializer of the projections (default glorot).
         seed: optional int seed for dropout.
@@ -243,6 +287,7 @@ class MEMO(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         seed=None,
         logit_mixing="heads",
+        halting_inputs="distance",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -259,6 +304,8 @@ class MEMO(keras.layers.Layer):
             raise ValueError(f"logit_mixing must be 'heads' or 'facts'; received logit_mixing={logit_mixing!r}.")
         if not 0.0 < halting_threshold < 1.0:
             raise ValueError(f"halting_threshold must be in (0, 1); received {halting_threshold!r}.")
+        num_halting_inputs = check_halting_inputs(halting_inputs)
+        self.halting_inputs = halting_inputs
         self.num_answers = num_answers
         self.key_size = key_size
         self.num_heads = num_heads
@@ -290,7 +337,7 @@ class MEMO(keras.layers.Layer):
         self.answer_output = dense(num_answers, "W_a")
         self.policy = (
             HaltingPolicy(max_hops, halting_gru_units, halting_mlp_units, bias_init,
-                          dtype=self.dtype_policy, name="halting_policy")
+                          num_inputs=num_halting_inputs, dtype=self.dtype_policy, name="halting_policy")
             if halting is not None else None
         )
         if halting == "act":
@@ -406,6 +453,13 @@ class MEMO(keras.layers.Layer):
             bhattacharyya_distance(ops.stop_gradient(attention), ops.stop_gradient(previous)), axis=-1
         )
 
+    def halting_features(self, distance, answer_logits):
+        """The policy's per-hop input: the distance, then (with `"distance+entropy"`) the answer's entropy."""
+        if self.halting_inputs == "distance":
+            return distance
+        entropy = answer_entropy(ops.stop_gradient(answer_logits))
+        return ops.stack([ops.cast(distance, "float32"), entropy], axis=-1)
+
     # -- training and inference ----------------------------------------------
     def unrolled(self, inputs, mask=None, training=False):
         """Run all `max_hops` hops.
@@ -429,7 +483,7 @@ class MEMO(keras.layers.Layer):
             distance = self.hop_distance(attention, previous)
             distances.append(distance)
             if self.policy is not None:
-                halt, value, state = self.policy(distance, hop=t, state=state)
+                halt, value, state = self.policy(self.halting_features(distance, answer), hop=t, state=state)
                 halts.append(ops.cast(halt, "float32"))
                 baselines.append(ops.cast(value, "float32"))
             previous = attention
@@ -468,7 +522,8 @@ class MEMO(keras.layers.Layer):
 
         def body(t, q, previous, state, final, halted, hops, mass):
             q, attention, logits = self.hop(keys, values, q, mask, training)
-            halt_logit, _, state = self.policy(self.hop_distance(attention, previous), hop=t, state=state)
+            features = self.halting_features(self.hop_distance(attention, previous), logits)
+            halt_logit, _, state = self.policy(features, hop=t, state=state)
             p_halt = ops.sigmoid(ops.cast(halt_logit, "float32"))
             last = t + 1 >= self.max_hops
             if self.halting == "reinforce":
@@ -515,6 +570,7 @@ class MEMO(keras.layers.Layer):
                 "answer_dropout": self.answer_dropout,
                 "halting": self.halting,
                 "logit_mixing": self.logit_mixing,
+                "halting_inputs": self.halting_inputs,
                 "halting_gru_units": self.halting_gru_units,
                 "halting_mlp_units": self.halting_mlp_units,
                 "bias_init": self.bias_init,

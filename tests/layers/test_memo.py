@@ -159,8 +159,10 @@ def pai_batch():
             "query": rng.normal(size=(8, 3, 5)).astype("float32")}, rng.integers(2, size=8)
 
 
-def test_no_gradient_crosses_between_halting_network_and_memo():
-    model = classifier(seed=1)
+@pytest.mark.parametrize("halting_inputs", ["distance", "distance+entropy"])
+def test_no_gradient_crosses_between_halting_network_and_memo(halting_inputs):
+    # The entropy input reads MEMO's answers: it must stay gradient-free like the distance.
+    model = classifier(seed=1, halting_inputs=halting_inputs)
     x, y = pai_batch()
     model(x)
     policy_ids = {id(v) for v in model.policy_variables()}

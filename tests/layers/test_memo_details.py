@@ -250,3 +250,71 @@ def test_answer_loss_is_checked_and_round_trips():
     with pytest.raises(ValueError, match="answer_loss"):
         MEMOClassifier(2, answer_loss="final")
     assert MEMOClassifier.from_config(MEMOClassifier(2, answer_loss="all").get_config()).answer_loss == "all"
+
+
+def np_entropy(logits):
+    """Shannon entropy (nats) of softmax(logits): -sum_a p_a log p_a."""
+    p = np_softmax(logits)
+    return -np.sum(p * np.log(p), axis=-1)
+
+
+def test_halting_policy_reads_the_distance_and_the_answer_entropy():
+    """halting_inputs="distance+entropy": hop t's GRU input is [D_t, H(softmax(answer_t)), one-hot t].
+
+    Recomputed from §2.3's GRU-then-MLP halting network over the unrolled
+    hops' attention distances and answer logits; the default (the paper's
+    distance alone) gives other halting logits on the same weights.
+    """
+    units, hops = 8, 4
+    memo = make_memo(max_hops=hops, halting_inputs="distance+entropy", halting_gru_units=units,
+                     halting_mlp_units=5)
+    randomize_weights(memo, seed=21, scale=0.5)
+    w = weights_by_name(memo.policy)
+    assert w["gru/kernel"].shape[0] == 2 + hops
+    facts, query = inputs(6)
+    out = memo.unrolled([facts, query])
+    distances = keras.ops.convert_to_numpy(out["distances"])
+    answers = keras.ops.convert_to_numpy(out["answer_logits"])
+    state = np.zeros((B, units), "float32")
+    expected = []
+    for t in range(hops):
+        features = np.zeros((B, 2 + hops), "float32")
+        features[:, 0] = distances[:, t]
+        features[:, 1] = np_entropy(answers[:, t])
+        features[:, 2 + t] = 1.0
+        state = np_gru_reset_after(features, state, w["gru/kernel"], w["gru/recurrent_kernel"], w["gru/bias"],
+                                   units)
+        hidden = np.maximum(state @ w["mlp/kernel"] + w["mlp/bias"], 0.0)
+        expected.append((hidden @ w["halt/kernel"] + w["halt/bias"])[:, 0])
+    assert_close(out["halt_logits"], np.stack(expected, 1), atol=1e-5)
+    # Inference halts where the unrolled logits first pass the threshold.
+    _, taken = memo([facts, query])
+    p_halt = sigmoid(np.stack(expected, 1))
+    first = [next((t + 1 for t in range(hops) if p_halt[b, t] > 0.5), hops) for b in range(B)]
+    assert list(keras.ops.convert_to_numpy(taken)) == first
+    # A zero or missing entropy column would give other logits only if the column is not ~0.
+    entropy = np.stack([np_entropy(answers[:, t]) for t in range(hops)], 1)
+    assert entropy.min() > 1e-3, "the test needs a non-zero entropy column"
+
+
+def test_halting_inputs_are_checked_and_round_trip(tmp_path):
+    memo = make_memo(halting_inputs="distance+entropy")
+    assert MEMO.from_config(memo.get_config()).halting_inputs == "distance+entropy"
+    assert make_memo().policy.num_inputs == 1  # the paper's distance alone by default
+    with pytest.raises(ValueError, match="halting_inputs"):
+        MEMO(A, halting_inputs="entropy")
+    policy = HaltingPolicy(max_hops=3, gru_units=4, mlp_units=2, num_inputs=2)
+    policy.build()
+    with pytest.raises(ValueError, match="2 feature"):
+        policy(np.zeros((2,), "float32"), hop=0, state=policy.initial_state(2))
+    model = MEMOClassifier(2, embedding_dim=8, key_size=4, num_heads=2, max_hops=3,
+                           halting_inputs="distance+entropy")
+    facts = np.random.default_rng(0).normal(size=(4, 3, 2, 5)).astype("float32")
+    query = np.random.default_rng(1).normal(size=(4, 2, 5)).astype("float32")
+    model.compile(keras.optimizers.Adam(1e-3))
+    model.fit({"facts": facts, "query": query}, np.array([0, 1, 0, 1]), verbose=0)
+    model.save(tmp_path / "m.keras")
+    loaded = keras.saving.load_model(tmp_path / "m.keras")
+    assert loaded.memo.halting_inputs == "distance+entropy"
+    x = {"facts": facts, "query": query}
+    assert_close(loaded(x), model(x), atol=1e-5)
