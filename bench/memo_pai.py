@@ -31,6 +31,7 @@ Usage:
     python bench/memo_pai.py --length 4 --model emn     # the baseline
     python bench/memo_pai.py --report                   # tables next to the paper's
     python bench/memo_pai.py --length 3 --latency       # MEMO's latency by hops taken
+    python bench/memo_pai.py --length 5 --hop-profile   # each hop's accuracy and halting inputs by type
 """
 
 import argparse
@@ -94,6 +95,9 @@ def parse_args(argv=None):
     add_run_arguments(parser, "runs/bench_memo_pai", RESULTS, "print the tables from the JSON")
     parser.add_argument("--latency", action="store_true",
                         help="MEMO's inference latency by hops taken, from the trained model in --workdir")
+    parser.add_argument("--hop-profile", action="store_true",
+                        help="per query type and hop: accuracy of that hop's answer, the halting inputs "
+                             "(attention distance, answer entropy) and P(halt), from the trained model in --workdir")
     args = parser.parse_args(argv)
     if not args.max_hops:
         args.max_hops = 2 * (args.length - 1) + 1
@@ -317,12 +321,63 @@ def latency(args):
     bias.assign(trained)
 
 
+def hop_profile(args, model=None):
+    """What the halting network sees and what it could win, per query type and hop (all N hops unrolled).
+
+    Returns `{"accuracy" | "distance" | "entropy" | "p_halt": {type: [per hop]}}`
+    and prints it: the hop at which a type's answer becomes right, against
+    the inputs the policy reads there.
+    """
+    import keras
+    import numpy as np
+
+    from keras_relmem.layers.memo import answer_entropy
+
+    if model is None:
+        path = pathlib.Path(args.workdir) / str(args.length) / "memo" / "model.keras"
+        if not path.exists():
+            sys.exit(f"No trained MEMO at {path}: run `python bench/memo_pai.py --length {args.length}` first.")
+        model = keras.saving.load_model(path)
+    sequences = parse_curriculum(args.curriculum)[-1][0]
+    data = episodes(args.test, sequences, args, seed=10_000 + sequences)  # the bench's test set
+    parts = {"accuracy": [], "distance": [], "entropy": [], "p_halt": []}
+    for start in range(0, len(data["query"]), 256):
+        batch = {k: v[start:start + 256] for k, v in inputs(data).items()}
+        embedded, mask = model.embed_inputs(batch)
+        out = model.memo.unrolled(embedded, mask=mask, training=False)
+        logits = np.asarray(out["answer_logits"])  # (b, N, answers)
+        ids, rows = data["query_ids"][start:start + 256], np.arange(len(logits))
+        if args.answer == "identity":
+            picked = (logits[rows, :, ids[:, 2]] > logits[rows, :, ids[:, 1]]).astype("int32")
+        else:
+            picked = np.argmax(logits, -1)
+        parts["accuracy"].append(picked == data["target"][start:start + 256, None])
+        parts["distance"].append(np.asarray(out["distances"]))
+        parts["entropy"].append(np.asarray(answer_entropy(out["answer_logits"])))
+        parts["p_halt"].append(1 / (1 + np.exp(-np.asarray(out["halt_logits"]))))
+    parts = {k: np.concatenate(v) for k, v in parts.items()}
+    kinds = sorted(set(data["query_type"]), key=lambda k: (distance(k), k))
+    profile = {name: {query_name(k): [round(float(x), 4) for x in values[data["query_type"] == k].mean(0)]
+                      for k in kinds} for name, values in parts.items()}
+    profile["accuracy"] = {k: [round(100 * x, 1) for x in v] for k, v in profile["accuracy"].items()}
+    hops = len(next(iter(profile["accuracy"].values())))
+    for name, title in (("accuracy", "accuracy (%) of the answer after hop t"),
+                        ("distance", "Bhattacharyya distance to the previous hop's attention (halting input)"),
+                        ("entropy", "entropy of the hop's answer, nats"), ("p_halt", "P(halt) after hop t")):
+        print(f"\n{title}\n{'type':>5s} " + " ".join(f"{t + 1:6d}" for t in range(hops)))
+        for kind, values in profile[name].items():
+            print(f"{kind:>5s} " + " ".join(f"{v:6.1f}" if name == "accuracy" else f"{v:6.3f}" for v in values))
+    return profile
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.report:
         report(args)
     elif args.latency:
         latency(args)
+    elif args.hop_profile:
+        hop_profile(args)
     else:
         run(args)
 

@@ -132,3 +132,22 @@ def test_warm_start_copies_memo_and_leaves_a_fresh_halting_network(tmp_path):
     assert model.memo.policy.gru.kernel.shape[0] == source.memo.policy.gru.kernel.shape[0] + 1
     with pytest.raises(SystemExit, match="same architecture"):
         memo_pai.build(memo_pai.parse_args(["--length", "3", "--num-items", "30", "--max-hops", "3"] + flags))
+
+
+def test_hop_profile_last_hop_is_what_inference_answers_when_it_never_halts(capsys):
+    # --hop-profile's per-hop accuracy, checked against the bench's own test pass
+    # when the policy is forced to run all N hops (halting logit bias -30).
+    args = memo_pai.parse_args(["--length", "3", "--num-items", "20", "--max-hops", "3", "--test", "60",
+                                "--curriculum", "2:1", "--halting-inputs", "distance+entropy"])
+    model = memo_pai.build(args)
+    data = memo_pai.episodes(args.test, 2, args, seed=10_000 + 2)  # the bench's test set at 2 sequences
+    model(memo_pai.inputs(data))
+    model.memo.policy.halt.bias.assign([-30.0])
+    profile = memo_pai.hop_profile(args, model)
+    correct, hops = memo_pai.test_pass(model, data, args.answer)
+    assert set(hops) == {3}
+    for kind in set(data["query_type"]):
+        expected = round(100 * float(correct[data["query_type"] == kind].mean()), 1)
+        assert profile["accuracy"][memo_pai.query_name(kind)][-1] == expected
+        assert max(profile["p_halt"][memo_pai.query_name(kind)]) < 1e-6
+    assert "entropy of the hop's answer" in capsys.readouterr().out
