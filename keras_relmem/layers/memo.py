@@ -18,8 +18,9 @@ HALTING_MODES = ("reinforce", "act", None)
 # What the halting network reads each hop besides the one-hot hop index:
 # "distance", the paper's Bhattacharyya distance between consecutive hops'
 # attention (§2.3), or "distance+entropy", which adds the entropy of the hop's
-# answer distribution (our extension: on PAI the distance is the same for
-# every query type, the entropy falls at the hop where a type becomes right).
+# answer distribution (our extension: on PAI of length 5 the distance is the
+# same for every query type, the entropy falls at the hop where a type becomes
+# right).
 HALTING_INPUTS = ("distance", "distance+entropy")
 LOGIT_MIXING = ("heads", "facts")
 _NEG_INF = -1e9
@@ -237,10 +238,10 @@ class MEMO(keras.layers.Layer):
             one-hot hop index: `"distance"` (default, the paper's §2.3) or
             `"distance+entropy"`, which adds the entropy (nats) of the hop's
             answer distribution. Both are gradient-free. On paired
-            associative inference the distance profile over hops was the
-            same for every query type, so the policy took the same number of
-            hops on all; the entropy drops at the hop where each type
-            becomes answerable (README, "MEMO's longer chains").
+            associative inference of length 5 the distance profile over hops
+            was the same for every query type, and the policy took the same
+            number of hops on all; the entropy drops at the hop where each
+            type becomes answerable (README, "MEMO's longer chains").
         act_epsilon: ACT's epsilon (default 0.01).
         kernel_initializer: initializer of the projections (default glorot).
         seed: optional int seed for dropout.
