@@ -180,12 +180,24 @@ def test_pass(model, data, answer):
         logits.append(np.asarray(out["logits"]))
         hops.append(np.asarray(out["hops"], "float32"))
     logits, hops = np.concatenate(logits), np.concatenate(hops)
-    if answer == "identity":
-        rows, ids = np.arange(len(logits)), data["query_ids"]
-        picked = (logits[rows, ids[:, 2]] > logits[rows, ids[:, 1]]).astype("int32")
-    else:
-        picked = np.argmax(logits, -1)
-    return picked == data["target"], hops
+    return choice(logits, data["query_ids"], answer) == data["target"], hops
+
+
+def choice(logits, query_ids, answer):
+    """The model's choice, 0 or 1, from answer logits `(batch, ..., answers)` (e.g. one row per hop).
+
+    With `answer="identity"` the choice is whichever of the query's two
+    candidate items (`query_ids[:, 1]`, `query_ids[:, 2]`) scores higher; with
+    `"choice"` the logits are the two-way answer itself.
+    """
+    import numpy as np
+
+    if answer != "identity":
+        return np.argmax(logits, -1)
+    ids = query_ids.reshape((len(query_ids),) + (1,) * (logits.ndim - 2) + (query_ids.shape[-1],))
+    first = np.take_along_axis(logits, ids[..., 1:2], -1)[..., 0]
+    second = np.take_along_axis(logits, ids[..., 2:3], -1)[..., 0]
+    return (second > first).astype("int32")
 
 
 def by_query_type(correct, hops, query_type):
@@ -345,13 +357,8 @@ def hop_profile(args, model=None):
         batch = {k: v[start:start + 256] for k, v in inputs(data).items()}
         embedded, mask = model.embed_inputs(batch)
         out = model.memo.unrolled(embedded, mask=mask, training=False)
-        logits = np.asarray(out["answer_logits"])  # (b, N, answers)
-        ids, rows = data["query_ids"][start:start + 256], np.arange(len(logits))
-        if args.answer == "identity":
-            picked = (logits[rows, :, ids[:, 2]] > logits[rows, :, ids[:, 1]]).astype("int32")
-        else:
-            picked = np.argmax(logits, -1)
-        parts["accuracy"].append(picked == data["target"][start:start + 256, None])
+        picked = choice(np.asarray(out["answer_logits"]), data["query_ids"][start:start + 256], args.answer)
+        parts["accuracy"].append(picked == data["target"][start:start + 256, None])  # (b, N hops)
         parts["distance"].append(np.asarray(out["distances"]))
         parts["entropy"].append(np.asarray(answer_entropy(out["answer_logits"])))
         parts["p_halt"].append(1 / (1 + np.exp(-np.asarray(out["halt_logits"]))))

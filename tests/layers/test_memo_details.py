@@ -262,8 +262,7 @@ def test_halting_policy_reads_the_distance_and_the_answer_entropy():
     """halting_inputs="distance+entropy": hop t's GRU input is [D_t, H(softmax(answer_t)), one-hot t].
 
     Recomputed from §2.3's GRU-then-MLP halting network over the unrolled
-    hops' attention distances and answer logits; the default (the paper's
-    distance alone) gives other halting logits on the same weights.
+    hops' attention distances and answer logits.
     """
     units, hops = 8, 4
     memo = make_memo(max_hops=hops, halting_inputs="distance+entropy", halting_gru_units=units,
@@ -292,7 +291,7 @@ def test_halting_policy_reads_the_distance_and_the_answer_entropy():
     p_halt = sigmoid(np.stack(expected, 1))
     first = [next((t + 1 for t in range(hops) if p_halt[b, t] > 0.5), hops) for b in range(B)]
     assert list(keras.ops.convert_to_numpy(taken)) == first
-    # A zero or missing entropy column would give other logits only if the column is not ~0.
+    # The check above catches a zero or misplaced entropy column only if the entropies are not ~0.
     entropy = np.stack([np_entropy(answers[:, t]) for t in range(hops)], 1)
     assert entropy.min() > 1e-3, "the test needs a non-zero entropy column"
 
