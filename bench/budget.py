@@ -126,6 +126,21 @@ def hold_halting_until(model, index, warmup_rounds):
         model.halting_optimizer.learning_rate.assign(rate)
 
 
+def anneal_learning_rate(model, minutes, budget_minutes, initial, final):
+    """Set the optimizer's rate on a cosine from `initial` (0 minutes) to `final` (the budget's end).
+
+    The benches' budget is wall-clock, so the schedule runs on training
+    minutes rather than steps (Keras' `CosineDecay` evaluated at the spent
+    fraction of the budget). Called before each round, it also sets the rate
+    of a resumed model. Returns the rate set.
+    """
+    steps = 10_000
+    schedule = keras.optimizers.schedules.CosineDecay(initial, decay_steps=steps, alpha=final / initial)
+    rate = float(schedule(int(steps * min(minutes / budget_minutes, 1.0))))
+    model.optimizer.learning_rate.assign(rate)
+    return rate
+
+
 def warm_start_memo(model, path):
     """Copy every weight but the halting network's from the saved MEMOClassifier at `path` into `model`.
 
@@ -179,6 +194,7 @@ def train_within_budget(
     describe=None,
     on_resume=None,
     on_round=None,
+    before_round=None,
 ):
     """Train in rounds until `budget_minutes` of training time are spent.
 
@@ -194,6 +210,9 @@ def train_within_budget(
             loaded (e.g. to reset recurrent state).
         on_round: optional `(curve) -> None` called after each saved round
             (e.g. to record the partial result of an unfinished budget).
+        before_round: optional `(model, minutes) -> None` called before each
+            round with the training minutes spent so far (e.g. to anneal the
+            learning rate on the budget's clock).
 
     Returns:
         The curve: a list of dicts with `round`, `minutes` (cumulative
@@ -214,6 +233,8 @@ def train_within_budget(
     minutes = curve[-1]["minutes"] if curve else 0.0
     while minutes < budget_minutes:
         index = len(curve)
+        if before_round:
+            before_round(model, minutes)
         start = time.perf_counter()
         metrics = train_round(model, index)
         minutes += (time.perf_counter() - start) / 60

@@ -47,6 +47,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from budget import (  # noqa: E402
     add_halting_arguments,
     add_run_arguments,
+    anneal_learning_rate,
     apply_halting_arguments,
     halting_settings,
     hold_halting_until,
@@ -86,6 +87,9 @@ def parse_args(argv=None):
                         help="MEMO's N (default: 2 * (length - 1) + 1, i.e. 5, 7, 9)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--final-learning-rate", type=float, default=None,
+                        help="anneal the rate on a cosine over the budget's training minutes, from "
+                             "--learning-rate to this (default: constant)")
     parser.add_argument("--halting-warmup", type=int, default=20,
                         help="rounds before the halting network starts learning (it runs ~N hops until then)")
     parser.add_argument("--warm-start", default=None, metavar="MODEL_KERAS",
@@ -226,6 +230,8 @@ def run(args):
     current = {}
 
     def train_round(model, index):
+        import numpy as np
+
         hold_halting_until(model, index, args.halting_warmup)
         sequences = current["sequences"] = sequences_at(stages, index)
         data = episodes(args.episodes, sequences, args, seed=args.seed * 100_000 + index)
@@ -233,6 +239,7 @@ def run(args):
         history = model.fit(inputs(data), data["label"], batch_size=args.batch_size, epochs=1, verbose=0)
         seconds = time.perf_counter() - start
         return {"sequences": sequences, "episodes": (index + 1) * args.episodes,
+                "learning_rate": float(np.asarray(model.optimizer.learning_rate)),
                 "episodes_per_s": round(args.episodes / seconds, 1),
                 "train_hops": round(float(history.history["hops"][-1]), 3)}
 
@@ -263,8 +270,12 @@ def run(args):
         arguments = {k: v for k, v in vars(args).items() if k not in ("report", "latency", "results")}
         record_model_result(args.results, str(args.length), args.model, result, arguments)
 
+    def anneal(model, minutes):
+        if args.final_learning_rate is not None:
+            anneal_learning_rate(model, minutes, args.budget_minutes, args.learning_rate, args.final_learning_rate)
+
     curve, _ = train_within_budget(lambda: build(args), train_round, evaluate, workdir, args.budget_minutes,
-                                   describe=describe, on_round=record,
+                                   describe=describe, on_round=record, before_round=anneal,
                                    on_resume=lambda model: apply_halting_arguments(model, args))
     record(curve, complete=True)
     report(args)

@@ -58,6 +58,35 @@ def test_pai_bench_writes_every_query_type_and_resumes(tmp_path):
     memo_pai.main(argv + ["--budget-minutes", str(first["minutes"] + 0.001)])  # a rerun continues
     second = json.loads(results.read_text())["4"]
     assert second["rounds"] == 2 and second["sequences"] == 3 and second["complete"]
+    assert [e["learning_rate"] for e in second["curve"]] == pytest.approx([1e-3, 1e-3])  # constant by default
+
+
+def sgdr_rate(initial, final, spent, total):
+    """Loshchilov & Hutter 2017 (SGDR), eq. 5: eta_min + (eta_max - eta_min)(1 + cos(pi T_cur / T_i)) / 2."""
+    return final + 0.5 * (initial - final) * (1 + np.cos(np.pi * min(spent / total, 1.0)))
+
+
+def test_anneal_learning_rate_is_a_cosine_on_the_budget_minutes():
+    import keras
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.Adam(1e-3), "mse")
+    for spent in (0.0, 15.0, 30.0, 52.5, 60.0, 75.0):  # past the budget it stays at the final rate
+        rate = budget.anneal_learning_rate(model, spent, 60.0, 1e-3, 1e-4)
+        assert rate == pytest.approx(sgdr_rate(1e-3, 1e-4, spent, 60.0), rel=1e-4)
+        assert float(np.asarray(model.optimizer.learning_rate)) == pytest.approx(rate, rel=1e-6)
+
+
+def test_pai_bench_anneals_the_rate_across_a_resume(tmp_path):
+    results = tmp_path / "pai.json"
+    argv = ["--length", "3", "--episodes", "64", "--test", "30", "--curriculum", "2:1", "--max-hops", "2",
+            "--final-learning-rate", "1e-4", "--workdir", str(tmp_path / "runs"), "--results", str(results)]
+    memo_pai.main(argv + ["--budget-minutes", "0.001"])
+    spent = json.loads(results.read_text())["3"]["minutes"]
+    memo_pai.main(argv + ["--budget-minutes", str(2 * spent)])  # the second round starts half-way
+    curve = json.loads(results.read_text())["3"]["curve"]
+    assert curve[0]["learning_rate"] == pytest.approx(1e-3, rel=1e-6)
+    assert curve[1]["learning_rate"] == pytest.approx(sgdr_rate(1e-3, 1e-4, spent, 2 * spent), rel=1e-4)
 
 
 def test_shortest_path_queries_walk_the_true_path():
