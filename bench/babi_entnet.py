@@ -23,6 +23,7 @@ improved for `--patience` epochs (`keras.callbacks.ReduceLROnPlateau`).
 Usage:
     KERAS_RELMEM_DATA=../shared/data python bench/babi_entnet.py --budget-minutes 10
     python bench/babi_entnet.py --report
+    python bench/babi_entnet.py --merge other_sitting.json   # its seeds join the table's best-of-seeds
 """
 
 import argparse
@@ -65,6 +66,9 @@ def parse_args(argv=None):
     parser.add_argument("--workdir", default="runs/bench_babi_entnet", help="best-epoch weights while a task trains")
     parser.add_argument("--results", default=str(RESULTS))
     parser.add_argument("--report", action="store_true")
+    parser.add_argument("--merge", nargs="+", metavar="RESULTS_JSON", default=None,
+                        help="add the runs of other sittings' results files (other seeds, same recipe) to "
+                             "--results; each task keeps its best run by validation error")
     return parser.parse_args(argv)
 
 
@@ -151,6 +155,46 @@ def run(args):
     report(args)
 
 
+# Arguments that make a run another recipe: its seeds cannot join this table's best-of-seeds.
+RECIPE = ("budget_minutes", "epochs", "schedule", "patience", "learning_rate", "tied_keys")
+
+
+def merge(args):
+    """Add the (task, seed) runs of the files in `args.merge` to `args.results`.
+
+    A seed already in the table is kept (a clash is reported, not overwritten),
+    and a file trained with another recipe (`RECIPE`) is refused, so the table
+    stays the best of several seeds of one recipe, as the paper's best of 10.
+    """
+    path = pathlib.Path(args.results)
+    for other in args.merge:
+        source = read_results(other)
+        for task, entry in sorted(source.get("tasks", {}).items(), key=lambda kv: int(kv[0])):
+            theirs = source.get("args", {}).get(f"tasks/{task}", {})
+            current = read_results(path)
+            ours = current.get("args", {}).get(f"tasks/{task}", {})
+            differ = [k for k in RECIPE if ours and theirs.get(k) != ours.get(k)]
+            if differ:
+                sys.exit(f"--merge {other}: task {task} was trained with another recipe "
+                         f"({', '.join(f'{k}={theirs.get(k)!r}, here {ours.get(k)!r}' for k in differ)}); "
+                         "keep it in its own results file.")
+            runs = dict(current.get("tasks", {}).get(task, {}).get("runs", {}))
+            added = set()
+            for seed, run in entry.get("runs", {}).items():
+                if seed in runs:
+                    print(f"task {int(task):2d} seed {seed}: already in {path}, kept; {other}'s run skipped")
+                    continue
+                runs[seed] = run
+                added.add(seed)
+                print(f"task {int(task):2d} seed {seed}: added from {other} "
+                      f"(validation error {run['validation_error']:.1f}%, test error {run['error']:.1f}%)")
+            chosen = min(runs.values(), key=lambda r: r["validation_error"])
+            recipe = theirs if str(chosen["seed"]) in added else ours  # the arguments of the row shown
+            merged_from = sorted(set(ours.get("merged_from", [])) | {str(other)})
+            merge_result(path, ("tasks", task), {**chosen, "runs": runs}, {**recipe, "merged_from": merged_from})
+    report(args)
+
+
 def _figure(value):
     return "?" if value is None else f"{value:.1f}"
 
@@ -173,6 +217,8 @@ def main(argv=None):
     args = parse_args(argv)
     if args.report:
         report(args)
+    elif args.merge:
+        merge(args)
     else:
         run(args)
 
