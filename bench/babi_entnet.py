@@ -18,7 +18,12 @@ similar length (`BabiData.bucketed_dataset`) and, with `--jit-compile`
 (default on), XLA with one compilation per bucket bound (see
 `bench/entnet_speed.py`). `--schedule step` is the paper's (halve every 25
 epochs); `--schedule plateau` halves the rate when the validation loss has not
-improved for `--patience` epochs (`keras.callbacks.ReduceLROnPlateau`).
+improved for `--patience` epochs (`keras.callbacks.ReduceLROnPlateau`);
+`--schedule cyclic` is the EntNet TF port's triangular cyclical rate, from
+`--min-learning-rate` (2e-4) up to `--learning-rate` (1e-2) and back every
+2 x `--half-cycle-epochs` (10) epochs. `--clip authors` and
+`--story-mask-init normal` follow the authors' Lua code where Keras'
+defaults differ (see `optimizer` and the flags' help).
 
 Usage:
     KERAS_RELMEM_DATA=../shared/data python bench/babi_entnet.py --budget-minutes 10
@@ -56,10 +61,18 @@ def parse_args(argv=None):
     parser.add_argument("--tasks", type=int, nargs="+", default=list(range(1, 21)))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--epochs", type=int, default=200)
-    parser.add_argument("--schedule", choices=("step", "plateau"), default="step")
+    parser.add_argument("--schedule", choices=("step", "plateau", "cyclic"), default="step")
     parser.add_argument("--patience", type=int, default=3, help="epochs without improvement before halving (plateau)")
-    parser.add_argument("--learning-rate", type=float, default=0.01)
+    parser.add_argument("--learning-rate", type=float, default=0.01, help="starting rate (cyclic: the peak)")
+    parser.add_argument("--min-learning-rate", type=float, default=2e-4, help="cyclic: the rate between peaks")
+    parser.add_argument("--half-cycle-epochs", type=float, default=10, help="cyclic: epochs from trough to peak")
     parser.add_argument("--tied-keys", action="store_true", help="one block per entity word, keys = its embedding")
+    parser.add_argument("--clip", choices=("keras", "authors"), default="keras",
+                        help="keras: Adam(clipnorm=40), each variable's gradient of the batch-mean loss; authors: "
+                             "entnet.lua's global norm 40 of the batch-summed loss's gradient, Torch's Adam epsilon")
+    parser.add_argument("--story-mask-init", choices=("ones", "normal"), default="ones",
+                        help="story encoder's positional mask at ones (bag of words) or N(0, 0.1) as entnet.lua "
+                             "leaves it (it fills only the query encoder's mask with ones)")
     parser.add_argument("--no-jit-compile", dest="jit_compile", action="store_false")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--threads", type=int, default=0)
@@ -90,13 +103,28 @@ class TimeBudget(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
+def optimizer(learning_rate, clip, batch_size=32, clipnorm=40.0):
+    """Adam as `--clip` asks.
+
+    "authors": entnet.lua sums the loss over the batch (ClassNLLCriterion,
+    sizeAverage = false), rescales the whole gradient when its norm exceeds
+    40 and runs Torch's Adam (epsilon 1e-8). Adam's update is unchanged when
+    loss, gradient and epsilon are scaled alike, so the same updates come
+    from Keras' batch-mean loss with the clip and epsilon divided by the
+    batch size.
+    """
+    if clip == "authors":
+        return keras.optimizers.Adam(learning_rate, global_clipnorm=clipnorm / batch_size, epsilon=1e-8 / batch_size)
+    return keras.optimizers.Adam(learning_rate, clipnorm=clipnorm)
+
+
 def train_task(task, seed, args):
     import numpy as np
 
     from keras_relmem.data import babi, load_babi
     from keras_relmem.models import build_babi_model
     from keras_relmem.tasks.babi import per_task_accuracy
-    from keras_relmem.training import step_decay
+    from keras_relmem.training import learning_rate_schedule
 
     data_name = "en" if task == 3 else "en-10k"
     keras.utils.set_random_seed(seed)
@@ -104,14 +132,16 @@ def train_task(task, seed, args):
     extra = {"entity_ids": babi.entity_ids(data.vocab)} if args.tied_keys else {}
     model = build_babi_model("entnet", len(data.vocab), len(data.answer_vocab), data.story_length,
                              data.sentence_length, data.query_length, **extra)
-    model.compile(keras.optimizers.Adam(args.learning_rate, clipnorm=40.0),
+    rate, schedule = learning_rate_schedule(
+        args.schedule, args.learning_rate, steps_per_epoch=len(data.story_lengths("train")) // 32,
+        patience=args.patience, minimum=args.min_learning_rate, half_cycle_epochs=args.half_cycle_epochs)
+    if args.story_mask_init == "normal":
+        mask = model.get_layer("story_encoder").positional_mask
+        mask.assign(keras.initializers.RandomNormal(stddev=0.1, seed=seed)(mask.shape))
+    model.compile(optimizer(rate, args.clip),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"],
                   jit_compile=args.jit_compile)
     budget = TimeBudget(args.budget_minutes * 60)
-    if args.schedule == "step":
-        schedule = keras.callbacks.LearningRateScheduler(step_decay(args.learning_rate))
-    else:
-        schedule = keras.callbacks.ReduceLROnPlateau("val_loss", factor=0.5, patience=args.patience)
     best = keras.callbacks.ModelCheckpoint(  # the epoch with the lowest validation loss is the one tested
         str(pathlib.Path(args.workdir) / f"task{task}_seed{seed}.weights.h5"),
         monitor="val_loss", save_best_only=True, save_weights_only=True)
@@ -120,9 +150,11 @@ def train_task(task, seed, args):
     history = model.fit(
         data.bucketed_dataset("train", 32, seed=seed, drop_remainder=args.jit_compile),
         validation_data=data.bucketed_dataset("validation", 256),
-        epochs=args.epochs, callbacks=[budget, schedule, best], verbose=0,
+        epochs=args.epochs, callbacks=[budget, *schedule, best], verbose=0,
     )
     minutes = (time.perf_counter() - start) / 60
+    # read before the best epoch's weights come back: they bring that epoch's optimizer state with them
+    final_rate = float(keras.ops.convert_to_numpy(model.optimizer.learning_rate))
     model.load_weights(best.filepath)
     os.remove(best.filepath)
     validation = model.evaluate(data.bucketed_dataset("validation", 256), verbose=0, return_dict=True)
@@ -130,7 +162,7 @@ def train_task(task, seed, args):
     return {"error": round(100 * (1 - accuracy), 2),
             "validation_error": round(100 * (1 - validation["accuracy"]), 2),
             "epochs": budget.epochs, "minutes": round(minutes, 2), "seed": seed, "data": data_name,
-            "final_learning_rate": float(keras.ops.convert_to_numpy(model.optimizer.learning_rate)),
+            "final_learning_rate": final_rate,
             "val_loss_curve": [round(v, 4) for v in history.history["val_loss"]],
             "best_epoch": int(np.argmin(history.history["val_loss"])) + 1}
 
@@ -156,7 +188,14 @@ def run(args):
 
 
 # Arguments that make a run another recipe: its seeds cannot join this table's best-of-seeds.
-RECIPE = ("budget_minutes", "epochs", "schedule", "patience", "learning_rate", "tied_keys")
+RECIPE = ("budget_minutes", "epochs", "schedule", "patience", "learning_rate", "min_learning_rate",
+          "half_cycle_epochs", "tied_keys", "clip", "story_mask_init")
+# Recipe arguments added later: results written before them ran with these values.
+RECIPE_DEFAULTS = {"min_learning_rate": 2e-4, "half_cycle_epochs": 10, "clip": "keras", "story_mask_init": "ones"}
+
+
+def _recipe(arguments, key):
+    return arguments.get(key, RECIPE_DEFAULTS.get(key))
 
 
 def merge(args):
@@ -173,10 +212,10 @@ def merge(args):
             theirs = source.get("args", {}).get(f"tasks/{task}", {})
             current = read_results(path)
             ours = current.get("args", {}).get(f"tasks/{task}", {})
-            differ = [k for k in RECIPE if ours and theirs.get(k) != ours.get(k)]
+            differ = [k for k in RECIPE if ours and _recipe(theirs, k) != _recipe(ours, k)]
             if differ:
                 sys.exit(f"--merge {other}: task {task} was trained with another recipe "
-                         f"({', '.join(f'{k}={theirs.get(k)!r}, here {ours.get(k)!r}' for k in differ)}); "
+                         f"({', '.join(f'{k}={_recipe(theirs, k)!r}, here {_recipe(ours, k)!r}' for k in differ)}); "
                          "keep it in its own results file.")
             runs = dict(current.get("tasks", {}).get(task, {}).get("runs", {}))
             added = set()

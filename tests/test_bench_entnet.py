@@ -49,3 +49,57 @@ def test_babi_entnet_merge_keeps_the_best_seed_by_validation_and_refuses_another
     with pytest.raises(SystemExit, match="tied_keys=True, here False"):
         babi_entnet.main(["--results", table, "--merge", tied])
     assert json.loads(pathlib.Path(table).read_text()) == merged  # the table is untouched
+    explicit = _results(tmp_path / "explicit.json", {3: (0.5, 0.6)}, clip="keras", story_mask_init="ones")
+    babi_entnet.main(["--results", table, "--merge", explicit])  # older files lack these: their defaults
+    assert set(json.loads(pathlib.Path(table).read_text())["tasks"]["13"]["runs"]) == {"0", "1", "3"}
+    authors = _results(tmp_path / "authors.json", {4: (0.0, 0.0)}, clip="authors")
+    with pytest.raises(SystemExit, match="clip='authors', here 'keras'"):
+        babi_entnet.main(["--results", table, "--merge", authors])
+
+
+def test_authors_clip_makes_entnet_lua_updates():
+    """`--clip authors` against entnet.lua's optimisation, written from its Lua.
+
+    EntNet-babi/entnet.lua: `model.loss.sizeAverage = false` (the batch's
+    loss is summed), `gradnorm = paramdx:norm(); if gradnorm > maxgradnorm
+    then paramdx:mul(maxgradnorm / gradnorm)` (one norm over all parameters,
+    maxgradnorm 40), then torch/optim's adam.lua with its defaults (beta1 0.9,
+    beta2 0.999, epsilon 1e-8): m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,
+    x -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + epsilon).
+    The bench is given the batch-mean gradient, as Keras computes it.
+    """
+    import babi_entnet
+    import keras
+    import numpy as np
+
+    batch, lr = 32, 0.01
+    rng = np.random.default_rng(0)
+    start = [rng.normal(size=(3, 4)), rng.normal(size=(5,))]
+    # per-step summed gradients: a large one (clipped), then small ones (not), so the clip's effect shows
+    summed = [[rng.normal(scale=s, size=w.shape) for w in start] for s in (30.0, 0.5, 4.0)]
+    assert np.sqrt(sum((g ** 2).sum() for g in summed[0])) > 40 > np.sqrt(sum((g ** 2).sum() for g in summed[1]))
+
+    x, m, v = [w.copy() for w in start], [np.zeros_like(w) for w in start], [np.zeros_like(w) for w in start]
+    for t, grads in enumerate(summed, start=1):
+        norm = np.sqrt(sum((g ** 2).sum() for g in grads))
+        if norm > 40:
+            grads = [g * 40 / norm for g in grads]
+        for i, g in enumerate(grads):
+            m[i] = 0.9 * m[i] + 0.1 * g
+            v[i] = 0.999 * v[i] + 0.001 * g ** 2
+            x[i] = x[i] - lr * np.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t) * m[i] / (np.sqrt(v[i]) + 1e-8)
+
+    variables = [keras.Variable(w.astype("float64"), dtype="float64") for w in start]
+    optimizer = babi_entnet.optimizer(lr, "authors", batch_size=batch)
+    for grads in summed:
+        optimizer.apply_gradients([(keras.ops.convert_to_tensor(g / batch, "float64"), w)
+                                   for g, w in zip(grads, variables)])
+    for got, want in zip(variables, x):
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(got), want, rtol=1e-5, atol=1e-7)  # the rate is a float32
+    # Keras' per-variable clipnorm (the default `--clip keras`) does not make these updates
+    variables = [keras.Variable(w.astype("float64"), dtype="float64") for w in start]
+    optimizer = babi_entnet.optimizer(lr, "keras", batch_size=batch)
+    for grads in summed:
+        optimizer.apply_gradients([(keras.ops.convert_to_tensor(g / batch, "float64"), w)
+                                   for g, w in zip(grads, variables)])
+    assert np.abs(keras.ops.convert_to_numpy(variables[0]) - x[0]).max() > 1e-3

@@ -84,3 +84,42 @@ def test_model_checkpoint_is_replaced_whole(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert path.read_bytes() == good
     keras.saving.load_model(path)
+
+
+def _smith_triangular(iteration, base_lr, max_lr, stepsize):
+    """Smith 2017 (arXiv:1506.01186), §3.1, the triangular policy as the paper writes it."""
+    cycle = np.floor(1 + iteration / (2 * stepsize))
+    x = np.abs(iteration / stepsize - 2 * cycle + 1)
+    return base_lr + (max_lr - base_lr) * np.maximum(0, 1 - x)
+
+
+def test_triangular_cyclic_rate_follows_smith_and_drives_adam():
+    rate = training.TriangularCyclicRate(2e-4, 1e-2, step_size=7)
+    steps = np.arange(0, 60)
+    got = np.array([float(keras.ops.convert_to_numpy(rate(t))) for t in steps])
+    np.testing.assert_allclose(got, _smith_triangular(steps, 2e-4, 1e-2, 7), rtol=1e-5, atol=1e-9)
+    assert got[0] == pytest.approx(2e-4) and got[7] == pytest.approx(1e-2) and got[14] == pytest.approx(2e-4)
+    again = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(rate))
+    assert isinstance(again, training.TriangularCyclicRate) and again.get_config() == rate.get_config()
+    # the optimizer reads it per step: after 3 updates its rate is lr(3)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(keras.optimizers.Adam(rate), "mse")
+    x, y = _data()
+    model.fit(x, y, batch_size=4, epochs=1, steps_per_epoch=3, verbose=0)
+    assert float(keras.ops.convert_to_numpy(model.optimizer.learning_rate)) == pytest.approx(
+        _smith_triangular(3, 2e-4, 1e-2, 7), rel=1e-5)
+
+
+def test_learning_rate_schedule_by_name():
+    rate, callbacks = training.learning_rate_schedule("step", 0.01, halve_every=25)
+    assert rate == 0.01 and callbacks[0].schedule(50) == pytest.approx(0.0025)
+    rate, callbacks = training.learning_rate_schedule("plateau", 0.01, patience=4)
+    assert isinstance(callbacks[0], keras.callbacks.ReduceLROnPlateau) and callbacks[0].patience == 4
+    rate, callbacks = training.learning_rate_schedule("cyclic", 0.01, steps_per_epoch=30, half_cycle_epochs=2)
+    assert (rate.minimum, rate.maximum, rate.step_size, callbacks) == (2e-4, 0.01, 60.0, [])
+    with pytest.raises(ValueError, match="steps_per_epoch"):
+        training.learning_rate_schedule("cyclic", 0.01)
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        training.learning_rate_schedule("cosine", 0.01)
+    with pytest.raises(ValueError, match="minimum <= maximum"):
+        training.TriangularCyclicRate(0.1, 0.01, 10)

@@ -63,7 +63,14 @@ def build_parser():
     )
     parser.add_argument("--batch-size", type=common.positive_int, default=None, help="global batch size (default 32)")
     parser.add_argument("--learning-rate", type=float, default=None)
+    parser.add_argument("--schedule", choices=("step", "plateau", "cyclic"), default="step",
+                        help="step: halve every --halve-every epochs (the papers'); plateau: halve after "
+                             "--patience epochs without a better validation loss; cyclic: triangular cycles "
+                             "from --min-learning-rate up to --learning-rate and back (the EntNet TF port's)")
     parser.add_argument("--halve-every", type=int, default=None, help="halve the learning rate every N epochs")
+    parser.add_argument("--patience", type=common.positive_int, default=3, help="plateau: epochs to wait")
+    parser.add_argument("--min-learning-rate", type=float, default=2e-4, help="cyclic: the rate between peaks")
+    parser.add_argument("--half-cycle-epochs", type=float, default=10, help="cyclic: epochs from trough to peak")
     parser.add_argument("--clipnorm", type=float, default=None, help="gradient norm clip (default 40)")
     parser.add_argument("--embedding-dim", type=int, default=None, help="d (EntNet default 100)")
     parser.add_argument("--num-blocks", type=int, default=None, help="EntNet memory blocks / RMC attention blocks")
@@ -143,6 +150,11 @@ def check_inputs(args):
         raise ValueError(f"--validation-split must be in [0, 1); got {args.validation_split}")
     if getattr(args, "tied_keys", False) and args.model != "entnet":
         raise ValueError(f"--tied-keys ties EntNet keys to entity embeddings; --model is {args.model}")
+    if args.schedule == "plateau" and args.validation_split == 0:
+        raise ValueError("--schedule plateau watches the validation loss; --validation-split is 0")
+    if args.schedule == "cyclic" and not 0 < args.min_learning_rate <= args.learning_rate:
+        raise ValueError(f"--schedule cyclic runs from --min-learning-rate {args.min_learning_rate} up to "
+                         f"--learning-rate {args.learning_rate}: need 0 < min <= max")
 
 
 def per_task_accuracy(model, data, batch_size=256):
@@ -210,7 +222,13 @@ def train_one(args, tasks, workdir, strategy):
             data.query_length,
             **hparams,
         )
-        optimizer = keras.optimizers.Adam(args.learning_rate, clipnorm=args.clipnorm)
+        steps_per_epoch = max(1, len(data.story_lengths("train")) // args.batch_size)
+        if args.max_steps:
+            steps_per_epoch = min(steps_per_epoch, args.max_steps)
+        rate, schedule = training.learning_rate_schedule(
+            args.schedule, args.learning_rate, steps_per_epoch, halve_every=args.halve_every,
+            patience=args.patience, minimum=args.min_learning_rate, half_cycle_epochs=args.half_cycle_epochs)
+        optimizer = keras.optimizers.Adam(rate, clipnorm=args.clipnorm)
         if args.model == "memo":  # trains itself (REINFORCE step); no compiled loss
             model.compile(optimizer, jit_compile=bool(args.jit_compile))
         else:
@@ -220,7 +238,6 @@ def train_one(args, tasks, workdir, strategy):
                 metrics=["accuracy"],
                 jit_compile=bool(args.jit_compile),
             )
-    schedule = training.step_decay(args.learning_rate, 0.5, args.halve_every)
     start = time.time()
     training.run_fit(
         model,
@@ -230,7 +247,7 @@ def train_one(args, tasks, workdir, strategy):
         args.epochs,
         resume=args.resume,
         logdir=args.logdir,
-        schedule=schedule,
+        callbacks=schedule,
         verbose=args.verbose,
     )
     seconds = time.time() - start
