@@ -32,6 +32,7 @@ Usage:
 """
 
 import argparse
+import functools
 import json
 import os
 import pathlib
@@ -76,7 +77,8 @@ def parse_args(argv=None):
     parser.add_argument("--no-jit-compile", dest="jit_compile", action="store_false")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--threads", type=int, default=0)
-    parser.add_argument("--workdir", default="runs/bench_babi_entnet", help="best-epoch weights while a task trains")
+    parser.add_argument("--workdir", default="runs/bench_babi_entnet",
+                        help="best-epoch weights and a CSV of every epoch while a task trains")
     parser.add_argument("--results", default=str(RESULTS))
     parser.add_argument("--report", action="store_true")
     parser.add_argument("--merge", nargs="+", metavar="RESULTS_JSON", default=None,
@@ -146,11 +148,13 @@ def train_task(task, seed, args):
         str(pathlib.Path(args.workdir) / f"task{task}_seed{seed}.weights.h5"),
         monitor="val_loss", save_best_only=True, save_weights_only=True)
     pathlib.Path(args.workdir).mkdir(parents=True, exist_ok=True)
+    # one row per epoch (loss, accuracy, rate), so a long run can be watched with `tail -f`
+    progress = keras.callbacks.CSVLogger(str(pathlib.Path(args.workdir) / f"task{task}_seed{seed}.csv"))
     start = time.perf_counter()
     history = model.fit(
         data.bucketed_dataset("train", 32, seed=seed, drop_remainder=args.jit_compile),
         validation_data=data.bucketed_dataset("validation", 256),
-        epochs=args.epochs, callbacks=[budget, *schedule, best], verbose=0,
+        epochs=args.epochs, callbacks=[budget, *schedule, best, progress], verbose=0,
     )
     minutes = (time.perf_counter() - start) / 60
     # read before the best epoch's weights come back: they bring that epoch's optimizer state with them
@@ -167,6 +171,14 @@ def train_task(task, seed, args):
             "best_epoch": int(np.argmin(history.history["val_loss"])) + 1}
 
 
+def _with_run(seed, result, entry):
+    """A task's entry with one more seed's run, showing the best run by validation error (as the
+    paper: best of its runs). `entry` is read under the results file's lock, so seeds trained side
+    by side into one file all stay."""
+    runs = {**(entry or {}).get("runs", {}), seed: result}
+    return {**min(runs.values(), key=lambda r: r["validation_error"]), "runs": runs}
+
+
 def run(args):
     limit_threads(args.threads)
     path = pathlib.Path(args.results)
@@ -178,9 +190,7 @@ def run(args):
                 print(f"task {task:2d} seed {seed}: done, skipped", flush=True)
                 continue
             result = train_task(task, seed, args)
-            runs = {**done.get(str(task), {}).get("runs", {}), str(seed): result}
-            chosen = min(runs.values(), key=lambda r: r["validation_error"])  # as the paper: best run
-            merge_result(path, ("tasks", str(task)), {**chosen, "runs": runs}, arguments)
+            merge_result(path, ("tasks", str(task)), functools.partial(_with_run, str(seed), result), arguments)
             print(f"task {task:2d} seed {seed}: {result['epochs']} epochs, {result['minutes']:.1f} min, "
                   f"validation error {result['validation_error']:.1f}%, test error {result['error']:.1f}%",
                   flush=True)

@@ -255,7 +255,10 @@ def merge_result(path, key, value, arguments, update=False):
     `key` may be a tuple naming a nested entry: `("4", "EMN")` sets
     `results["4"]["EMN"]` and records the arguments under `args["4/EMN"]`.
     With `update`, a dict `value` updates the entry's keys instead of replacing
-    it (so `results["4"]` can hold one model's figures and another's entry)."""
+    it (so `results["4"]` can hold one model's figures and another's entry).
+    A callable `value` is given the entry as the file holds it now (or None)
+    and returns the new one: runs of the same table finishing side by side
+    then add to each other's work instead of overwriting it."""
     import fcntl
 
     path = pathlib.Path(path)
@@ -268,7 +271,9 @@ def merge_result(path, key, value, arguments, update=False):
         entry = results
         for name in keys[:-1]:
             entry = entry.setdefault(name, {})
-        if update:
+        if callable(value):
+            entry[keys[-1]] = value(entry.get(keys[-1]))
+        elif update:
             entry.setdefault(keys[-1], {}).update(value)
         else:
             entry[keys[-1]] = value

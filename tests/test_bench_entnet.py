@@ -16,8 +16,28 @@ def test_babi_entnet_writes_each_task_at_once_and_a_rerun_skips_it(tmp_path, cap
     babi_entnet.main(argv)
     row = json.loads((tmp_path / "entnet.json").read_text())["tasks"]["1"]
     assert row["seed"] == 0 and row["epochs"] == 1 and 0 <= row["error"] <= 100 and "0" in row["runs"]
+    progress = (tmp_path / "runs" / "task1_seed0.csv").read_text().splitlines()  # one row per epoch, kept
+    assert progress[0].startswith("epoch,") and "val_loss" in progress[0] and len(progress) == 2
     babi_entnet.main(argv)
     assert "task  1 seed 0: done, skipped" in capsys.readouterr().out
+
+
+def test_babi_entnet_seeds_trained_side_by_side_into_one_file_all_stay(tmp_path, monkeypatch):
+    import babi_entnet
+
+    table = tmp_path / "entnet.json"
+
+    def train_task(task, seed, args):
+        # the other process (seed 3) finishes while this one (seed 2) trains
+        babi_entnet.merge_result(table, ("tasks", "19"), {"error": 9.0, "validation_error": 9.0,
+                                                          "runs": {"3": {"error": 9.0, "validation_error": 9.0}}}, {})
+        return {"error": 2.0, "validation_error": 3.0, "epochs": 5, "minutes": 10.0}
+
+    monkeypatch.setattr(babi_entnet, "train_task", train_task)
+    monkeypatch.setattr(babi_entnet, "report", lambda args: None)
+    babi_entnet.main(["--tasks", "19", "--seeds", "2", "--results", str(table)])
+    row = json.loads(table.read_text())["tasks"]["19"]
+    assert set(row["runs"]) == {"2", "3"} and (row["error"], row["validation_error"]) == (2.0, 3.0)
 
 
 def _results(path, runs, **recipe):
