@@ -148,7 +148,7 @@ def train_task(task, seed, args):
         str(pathlib.Path(args.workdir) / f"task{task}_seed{seed}.weights.h5"),
         monitor="val_loss", save_best_only=True, save_weights_only=True)
     pathlib.Path(args.workdir).mkdir(parents=True, exist_ok=True)
-    # one row per epoch (loss, accuracy, rate), so a long run can be watched with `tail -f`
+    # one row per epoch (loss and accuracy, training and validation), so a long run can be watched with `tail -f`
     progress = keras.callbacks.CSVLogger(str(pathlib.Path(args.workdir) / f"task{task}_seed{seed}.csv"))
     start = time.perf_counter()
     history = model.fit(
@@ -171,12 +171,16 @@ def train_task(task, seed, args):
             "best_epoch": int(np.argmin(history.history["val_loss"])) + 1}
 
 
-def _with_run(seed, result, entry):
-    """A task's entry with one more seed's run, showing the best run by validation error (as the
-    paper: best of its runs). `entry` is read under the results file's lock, so seeds trained side
-    by side into one file all stay."""
-    runs = {**(entry or {}).get("runs", {}), seed: result}
+def _best_of(runs):
+    """A task's entry: all its `runs` ({seed: run}), showing the best by validation error (as the
+    paper: the best of its runs)."""
     return {**min(runs.values(), key=lambda r: r["validation_error"]), "runs": runs}
+
+
+def _with_run(seed, result, entry):
+    """A task's `entry` with one more seed's run. `entry` is read under the results file's lock, so
+    seeds trained side by side into one file all stay."""
+    return _best_of({**(entry or {}).get("runs", {}), seed: result})
 
 
 def run(args):
@@ -237,10 +241,10 @@ def merge(args):
                 added.add(seed)
                 print(f"task {int(task):2d} seed {seed}: added from {other} "
                       f"(validation error {run['validation_error']:.1f}%, test error {run['error']:.1f}%)")
-            chosen = min(runs.values(), key=lambda r: r["validation_error"])
-            recipe = theirs if str(chosen["seed"]) in added else ours  # the arguments of the row shown
+            row = _best_of(runs)
+            recipe = theirs if str(row["seed"]) in added else ours  # the arguments of the row shown
             merged_from = sorted(set(ours.get("merged_from", [])) | {str(other)})
-            merge_result(path, ("tasks", task), {**chosen, "runs": runs}, {**recipe, "merged_from": merged_from})
+            merge_result(path, ("tasks", task), row, {**recipe, "merged_from": merged_from})
     report(args)
 
 
