@@ -23,7 +23,9 @@ improved for `--patience` epochs (`keras.callbacks.ReduceLROnPlateau`);
 `--min-learning-rate` (2e-4) up to `--learning-rate` (1e-2) and back every
 2 x `--half-cycle-epochs` (10) epochs. `--clip authors` and
 `--story-mask-init normal` follow the authors' Lua code where Keras'
-defaults differ (see `optimizer` and the flags' help).
+defaults differ (see `optimizer` and the flags' help). `--weight-decay`
+(default 0, as the paper) adds AdamW's decoupled weight decay (Loshchilov &
+Hutter 2019), which task 19 needs to generalise within minutes.
 
 Usage:
     KERAS_RELMEM_DATA=../shared/data python bench/babi_entnet.py --budget-minutes 10
@@ -68,6 +70,8 @@ def parse_args(argv=None):
     parser.add_argument("--min-learning-rate", type=float, default=2e-4, help="cyclic: the rate between peaks")
     parser.add_argument("--half-cycle-epochs", type=float, default=10, help="cyclic: epochs from trough to peak")
     parser.add_argument("--tied-keys", action="store_true", help="one block per entity word, keys = its embedding")
+    parser.add_argument("--weight-decay", type=float, default=0.0,
+                        help="decoupled weight decay (AdamW; Loshchilov & Hutter 2019); the paper uses none")
     parser.add_argument("--clip", choices=("keras", "authors"), default="keras",
                         help="keras: Adam(clipnorm=40), each variable's gradient of the batch-mean loss; authors: "
                              "entnet.lua's global norm 40 of the batch-summed loss's gradient, Torch's Adam epsilon")
@@ -105,8 +109,9 @@ class TimeBudget(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
-def optimizer(learning_rate, clip, batch_size=32, clipnorm=40.0):
-    """Adam as `--clip` asks.
+def optimizer(learning_rate, clip, batch_size=32, clipnorm=40.0, weight_decay=0.0):
+    """Adam as `--clip` asks, with decoupled `weight_decay` (each step, every weight shrinks by
+    learning rate x weight_decay of itself; Keras' optimizers do this as AdamW) when it is not 0.
 
     "authors": entnet.lua sums the loss over the batch (ClassNLLCriterion,
     sizeAverage = false), rescales the whole gradient when its norm exceeds
@@ -115,9 +120,11 @@ def optimizer(learning_rate, clip, batch_size=32, clipnorm=40.0):
     from Keras' batch-mean loss with the clip and epsilon divided by the
     batch size.
     """
+    decay = {"weight_decay": weight_decay} if weight_decay else {}
     if clip == "authors":
-        return keras.optimizers.Adam(learning_rate, global_clipnorm=clipnorm / batch_size, epsilon=1e-8 / batch_size)
-    return keras.optimizers.Adam(learning_rate, clipnorm=clipnorm)
+        return keras.optimizers.Adam(learning_rate, global_clipnorm=clipnorm / batch_size, epsilon=1e-8 / batch_size,
+                                     **decay)
+    return keras.optimizers.Adam(learning_rate, clipnorm=clipnorm, **decay)
 
 
 def train_task(task, seed, args):
@@ -140,7 +147,7 @@ def train_task(task, seed, args):
     if args.story_mask_init == "normal":
         mask = model.get_layer("story_encoder").positional_mask
         mask.assign(keras.initializers.RandomNormal(stddev=0.1, seed=seed)(mask.shape))
-    model.compile(optimizer(rate, args.clip),
+    model.compile(optimizer(rate, args.clip, weight_decay=args.weight_decay),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"],
                   jit_compile=args.jit_compile)
     budget = TimeBudget(args.budget_minutes * 60)
@@ -203,9 +210,10 @@ def run(args):
 
 # Arguments that make a run another recipe: its seeds cannot join this table's best-of-seeds.
 RECIPE = ("budget_minutes", "epochs", "schedule", "patience", "learning_rate", "min_learning_rate",
-          "half_cycle_epochs", "tied_keys", "clip", "story_mask_init")
+          "half_cycle_epochs", "tied_keys", "clip", "story_mask_init", "weight_decay")
 # Recipe arguments added later: results written before them ran with these values.
-RECIPE_DEFAULTS = {"min_learning_rate": 2e-4, "half_cycle_epochs": 10, "clip": "keras", "story_mask_init": "ones"}
+RECIPE_DEFAULTS = {"min_learning_rate": 2e-4, "half_cycle_epochs": 10, "clip": "keras", "story_mask_init": "ones",
+                   "weight_decay": 0.0}
 
 
 def _recipe(arguments, key):
@@ -224,7 +232,7 @@ def merge(args):
         source = read_results(other)
         for task, entry in sorted(source.get("tasks", {}).items(), key=lambda kv: int(kv[0])):
             theirs = source.get("args", {}).get(f"tasks/{task}", {})
-            current = read_results(path)
+            current = read_results(path) if path.exists() else {}  # a new table may start from merged files
             ours = current.get("args", {}).get(f"tasks/{task}", {})
             differ = [k for k in RECIPE if ours and _recipe(theirs, k) != _recipe(ours, k)]
             if differ:

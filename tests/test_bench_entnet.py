@@ -123,3 +123,52 @@ def test_authors_clip_makes_entnet_lua_updates():
         optimizer.apply_gradients([(keras.ops.convert_to_tensor(g / batch, "float64"), w)
                                    for g, w in zip(grads, variables)])
     assert np.abs(keras.ops.convert_to_numpy(variables[0]) - x[0]).max() > 1e-3
+
+
+def test_weight_decay_makes_adamw_updates():
+    """`--weight-decay` against AdamW written from its reference, Loshchilov & Hutter 2019 (Algorithm 2,
+    line 12: the weight shrinks by its own multiple beside Adam's step, outside m and v), with the decay
+    scaled by the learning rate as torch.optim.AdamW's documented algorithm does:
+    theta <- theta - lr * wd * theta, then theta <- theta - lr * m_hat / (sqrt(v_hat) + eps), Keras' eps 1e-7.
+    Gradients are small, so the per-variable clip at 40 does not act.
+    """
+    import babi_entnet
+    import keras
+    import numpy as np
+
+    lr, wd = 0.01, 0.02
+    rng = np.random.default_rng(1)
+    start = [rng.normal(size=(3, 4)), rng.normal(size=(5,))]
+    steps = [[rng.normal(scale=0.3, size=w.shape) for w in start] for _ in range(3)]
+    x, m, v = [w.copy() for w in start], [np.zeros_like(w) for w in start], [np.zeros_like(w) for w in start]
+    for t, grads in enumerate(steps, start=1):
+        for i, g in enumerate(grads):
+            m[i] = 0.9 * m[i] + 0.1 * g
+            v[i] = 0.999 * v[i] + 0.001 * g ** 2
+            x[i] = x[i] * (1 - lr * wd) - lr * np.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t) * m[i] / (np.sqrt(v[i]) + 1e-7)
+
+    for decay, want in ((wd, x), (0.0, None)):
+        variables = [keras.Variable(w.astype("float64"), dtype="float64") for w in start]
+        optimizer = babi_entnet.optimizer(lr, "keras", weight_decay=decay)
+        for grads in steps:
+            optimizer.apply_gradients([(keras.ops.convert_to_tensor(g, "float64"), w) for g, w in zip(grads, variables)])
+        got = [keras.ops.convert_to_numpy(w) for w in variables]
+        if want is not None:
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-7)
+        else:  # no decay: plain Adam, measurably off the AdamW weights
+            assert np.abs(got[0] - x[0]).max() > 1e-4
+
+
+def test_babi_entnet_merge_starts_a_new_table_and_refuses_another_weight_decay(tmp_path):
+    import babi_entnet
+    import pytest
+
+    table = tmp_path / "new.json"  # not there yet: a table can start from another sitting's file
+    first = _results(tmp_path / "first.json", {0: (2.6, 2.4)}, weight_decay=0.02)
+    babi_entnet.main(["--results", str(table), "--merge", first])
+    row = json.loads(table.read_text())["tasks"]["13"]
+    assert (row["seed"], row["error"]) == (0, 2.4)
+    plain = _results(tmp_path / "plain.json", {1: (0.0, 0.0)})  # no weight_decay recorded: 0, the default
+    with pytest.raises(SystemExit, match="weight_decay=0.0, here 0.02"):
+        babi_entnet.main(["--results", str(table), "--merge", plain])

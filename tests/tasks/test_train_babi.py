@@ -74,10 +74,11 @@ print(out["top_answers"].numpy()[0, 0].decode())
 
 @pytest.mark.parametrize("schedule", ["cyclic", "plateau"])
 def test_schedules_set_the_rate_each_epoch_records(schedule, tmp_path):
-    """--schedule cyclic: the rate after epoch e is the triangle's at step 3(e + 1) (3 steps an epoch)."""
+    """--schedule cyclic: the rate after epoch e is the triangle's at step 3(e + 1) (3 steps an epoch).
+    --weight-decay reaches the optimizer, and the checkpoint keeps it for a resumed run."""
     argv = ["--task", "1", "--workdir", str(tmp_path), "--embedding-dim", "8", "--num-blocks", "2",
             "--no-export", "--schedule", schedule, "--half-cycle-epochs", "1", "--epochs", "3",
-            "--max-steps", "3", "--batch-size", "16", "--verbose", "0"]
+            "--max-steps", "3", "--batch-size", "16", "--verbose", "0", "--weight-decay", "0.02"]
     import keras
 
     babi_task.run(argv)
@@ -86,7 +87,9 @@ def test_schedules_set_the_rate_each_epoch_records(schedule, tmp_path):
         # Smith 2017 §3.1 with base 2e-4, max 1e-2 and a half cycle of one epoch = 3 steps (--max-steps 3),
         # read at each epoch's end; Keras counts one optimizer iteration more per epoch than it has batches
         # on a dataset of unknown length, so the epoch's iterations come from the saved optimizer.
-        per_epoch = int(keras.saving.load_model(tmp_path / "qa1" / "checkpoint.keras").optimizer.iterations) // 3
+        optimizer = keras.saving.load_model(tmp_path / "qa1" / "checkpoint.keras").optimizer
+        assert optimizer.weight_decay == 0.02
+        per_epoch = int(optimizer.iterations) // 3
         t = per_epoch * np.arange(1, 4)
         cycle = np.floor(1 + t / 6)
         expected = 2e-4 + (1e-2 - 2e-4) * np.maximum(0, 1 - np.abs(t / 3 - 2 * cycle + 1))
@@ -126,6 +129,7 @@ def test_joint_training_reports_every_task(tmp_path, capsys):
         (["--model", "rmc", "--tied-keys"], "--tied-keys ties EntNet keys"),
         (["--schedule", "plateau", "--validation-split", "0"], "--schedule plateau watches the validation loss"),
         (["--schedule", "cyclic", "--min-learning-rate", "0.1"], "need 0 < min <= max"),
+        (["--weight-decay", "-0.1"], "--weight-decay must be >= 0"),
     ],
 )
 def test_impossible_combinations_fail_before_training(argv, message, tmp_path, capsys):
