@@ -151,7 +151,8 @@ def test_weight_decay_makes_adamw_updates():
         variables = [keras.Variable(w.astype("float64"), dtype="float64") for w in start]
         optimizer = babi_entnet.optimizer(lr, "keras", weight_decay=decay)
         for grads in steps:
-            optimizer.apply_gradients([(keras.ops.convert_to_tensor(g, "float64"), w) for g, w in zip(grads, variables)])
+            optimizer.apply_gradients([(keras.ops.convert_to_tensor(g, "float64"), w)
+                                       for g, w in zip(grads, variables)])
         got = [keras.ops.convert_to_numpy(w) for w in variables]
         if want is not None:
             for g, w in zip(got, want):
