@@ -120,11 +120,11 @@ def optimizer(learning_rate, clip, batch_size=32, clipnorm=40.0, weight_decay=0.
     from Keras' batch-mean loss with the clip and epsilon divided by the
     batch size.
     """
-    decay = {"weight_decay": weight_decay} if weight_decay else {}
+    decay = weight_decay or None  # None, not 0: Keras skips the decay step only for None
     if clip == "authors":
         return keras.optimizers.Adam(learning_rate, global_clipnorm=clipnorm / batch_size, epsilon=1e-8 / batch_size,
-                                     **decay)
-    return keras.optimizers.Adam(learning_rate, clipnorm=clipnorm, **decay)
+                                     weight_decay=decay)
+    return keras.optimizers.Adam(learning_rate, clipnorm=clipnorm, weight_decay=decay)
 
 
 def train_task(task, seed, args):
