@@ -88,7 +88,10 @@ def parse_args(argv=None):
     parser.add_argument("--merge", nargs="+", metavar="RESULTS_JSON", default=None,
                         help="add the runs of other sittings' results files (other seeds, same recipe) to "
                              "--results; each task keeps its best run by validation error")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.weight_decay < 0:  # Keras' Adam takes it and would grow every weight
+        parser.error(f"--weight-decay must be >= 0; got {args.weight_decay}")
+    return args
 
 
 class TimeBudget(keras.callbacks.Callback):

@@ -173,3 +173,13 @@ def test_babi_entnet_merge_starts_a_new_table_and_refuses_another_weight_decay(t
     plain = _results(tmp_path / "plain.json", {1: (0.0, 0.0)})  # no weight_decay recorded: 0, the default
     with pytest.raises(SystemExit, match="weight_decay=0.0, here 0.02"):
         babi_entnet.main(["--results", str(table), "--merge", plain])
+
+
+def test_babi_entnet_refuses_a_negative_weight_decay(capsys):
+    import babi_entnet
+    import pytest
+
+    with pytest.raises(SystemExit):
+        babi_entnet.parse_args(["--weight-decay", "-0.1"])
+    assert "--weight-decay must be >= 0; got -0.1" in capsys.readouterr().err
+    assert babi_entnet.parse_args(["--weight-decay", "0.02"]).weight_decay == 0.02
