@@ -16,7 +16,7 @@ once, so a rerun skips it and the table fills over several sittings:
 Training uses the fast path of `tasks/train_babi.py`: batches of stories of
 similar length (`BabiData.bucketed_dataset`) and, with `--jit-compile`
 (default on), XLA with one compilation per bucket bound (see
-`bench/entnet_speed.py`). `--schedule step` is the paper's (halve every 25
+`bench.entnet_speed`). `--schedule step` is the paper's (halve every 25
 epochs); `--schedule plateau` halves the rate when the validation loss has not
 improved for `--patience` epochs (`keras.callbacks.ReduceLROnPlateau`);
 `--schedule cyclic` is the EntNet TF port's triangular cyclical rate, from
@@ -28,9 +28,9 @@ defaults differ (see `optimizer` and the flags' help). `--weight-decay`
 Hutter 2019), which task 19 needs to generalise within minutes.
 
 Usage:
-    KERAS_RELMEM_DATA=../shared/data python bench/babi_entnet.py --budget-minutes 10
-    python bench/babi_entnet.py --report
-    python bench/babi_entnet.py --merge other_sitting.json   # its seeds join the table's best-of-seeds
+    KERAS_RELMEM_DATA=../shared/data python -m bench.babi_entnet --budget-minutes 10
+    python -m bench.babi_entnet --report
+    python -m bench.babi_entnet --merge other_sitting.json   # its seeds join the table's best-of-seeds
 """
 
 import argparse
@@ -42,12 +42,13 @@ import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(__file__))
 
 import keras  # noqa: E402
-from budget import limit_threads, merge_result, read_results  # noqa: E402
 
-RESULTS = pathlib.Path(__file__).parent / "results" / "babi_entnet.json"
+from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
+from bench.results import RESULTS_DIR, merge_result, read_results  # noqa: E402
+
+RESULTS = RESULTS_DIR / "babi_entnet.json"
 # Henaff et al. 2017, Table 2 (10k), and the authors' repository (EntNet-babi/README.md): test error %.
 PAPER = {1: 0.0, 2: 0.1, 3: 4.1, 4: 0.0, 5: 0.3, 6: 0.2, 7: 0.0, 8: 0.5, 9: 0.1, 10: 0.6, 11: 0.3, 12: 0.0,
          13: 1.3, 14: 0.0, 15: 0.0, 16: 0.2, 17: 0.5, 18: 0.3, 19: 2.3, 20: 0.0}
@@ -80,11 +81,7 @@ def parse_args(argv=None):
                              "leaves it (it fills only the query encoder's mask with ones)")
     parser.add_argument("--no-jit-compile", dest="jit_compile", action="store_false")
     parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--threads", type=int, default=0)
-    parser.add_argument("--workdir", default="runs/bench_babi_entnet",
-                        help="best-epoch weights and a CSV of every epoch while a task trains")
-    parser.add_argument("--results", default=str(RESULTS))
-    parser.add_argument("--report", action="store_true")
+    add_bench_arguments(parser, "runs/bench_babi_entnet", RESULTS, seed=False)
     parser.add_argument("--merge", nargs="+", metavar="RESULTS_JSON", default=None,
                         help="add the runs of other sittings' results files (other seeds, same recipe) to "
                              "--results; each task keeps its best run by validation error")
@@ -196,7 +193,7 @@ def _with_run(seed, result, entry):
 def run(args):
     limit_threads(args.threads)
     path = pathlib.Path(args.results)
-    arguments = {k: v for k, v in vars(args).items() if k not in ("report", "results")}
+    arguments = run_arguments(args)
     for task in args.tasks:
         for seed in args.seeds:
             done = json.loads(path.read_text()).get("tasks", {}) if path.exists() else {}
@@ -263,28 +260,46 @@ def _figure(value):
     return "?" if value is None else f"{value:.1f}"
 
 
-def report(args):
-    tasks = read_results(args.results).get("tasks", {})
-    print(f"{'task':>4} {'error %':>8} {'epochs':>6} {'minutes':>7} {'seed':>4} "
-          f"{'paper %':>8} {'repo %':>7} {'TF port %':>9}")
+def seed_summary(runs):
+    """`{"median", "worst", "solved_seeds", "seeds"}` of a task's runs ({seed: run}): what one seed gives."""
+    errors = {seed: run["error"] for seed, run in sorted(runs.items(), key=lambda kv: int(kv[0]))}
+    ordered = sorted(errors.values())
+    middle = len(ordered) // 2
+    median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    return {"median": round(median, 2), "worst": ordered[-1], "solved_seeds": sum(e < 5 for e in ordered),
+            "seeds": errors}
+
+
+def markdown(results):
+    """The per-task table (best seed by validation, as the paper; and every seed) with the summary line."""
+    tasks = results.get("tasks", {})
+    lines = ["| task | error % | seed | epochs | minutes | every seed: error % | median % | worst % | seeds < 5% "
+             "| paper % | authors' repo % | TF port % |", "|" + "---|" * 12]
+    medians = []
     for task in sorted(tasks, key=int):
         row = tasks[task]
-        print(f"{task:>4} {row['error']:8.2f} {row['epochs']:6d} {row['minutes']:7.1f} {row['seed']:4d} "
-              f"{PAPER[int(task)]:8.1f} {REPO[int(task)]:7.1f} {_figure(TF_PORT[int(task)]):>9}")
+        seeds = seed_summary(row.get("runs") or {str(row["seed"]): row})
+        medians.append(seeds["median"])
+        every = ", ".join(f"{seed}: {error:.1f}" for seed, error in seeds["seeds"].items())
+        solved = f"{seeds['solved_seeds']} of {len(seeds['seeds'])}"
+        lines.append(f"| {task} | {row['error']:.2f} | {row['seed']} | {row['epochs']} | {row['minutes']:.1f} "
+                     f"| {every} | {seeds['median']:.1f} | {seeds['worst']:.1f} | {solved} "
+                     f"| {PAPER[int(task)]:.1f} | {REPO[int(task)]:.1f} | {_figure(TF_PORT[int(task)])} |")
     errors = [row["error"] for row in tasks.values()]
     if errors:
-        print(f"{len(errors)} tasks: mean error {sum(errors) / len(errors):.2f}%, "
-              f"solved (< 5%) {sum(e < 5 for e in errors)}")
+        lines.append("")
+        lines.append(f"{len(errors)} tasks, best seed by validation: mean error {sum(errors) / len(errors):.2f}%, "
+                     f"{sum(e < 5 for e in errors)} solved (< 5%). Median of the seeds: "
+                     f"{sum(m < 5 for m in medians)} solved, mean {sum(medians) / len(medians):.2f}%.")
+    return "\n".join(lines)
+
+
+def report(args):
+    print(markdown(read_results(args.results)))
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    if args.report:
-        report(args)
-    elif args.merge:
-        merge(args)
-    else:
-        run(args)
+    dispatch(parse_args(argv), run, report=report, merge=merge)
 
 
 if __name__ == "__main__":

@@ -19,22 +19,20 @@ padded and bucketed inputs give the same logits on the same weights. Results:
 `bench/results/entnet_speed.json`.
 
 Usage:
-    KERAS_RELMEM_DATA=../shared/data python bench/entnet_speed.py [--task 2] [--steps 60]
+    KERAS_RELMEM_DATA=../shared/data python -m bench.entnet_speed [--task 2] [--steps 60]
 """
 
 import argparse
 import json
 import os
 import pathlib
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(__file__))
+from bench.cli import limit_threads  # noqa: E402
+from bench.results import RESULTS_DIR  # noqa: E402
 
-from budget import limit_threads  # noqa: E402
-
-RESULTS = pathlib.Path(__file__).parent / "results" / "entnet_speed.json"
+RESULTS = RESULTS_DIR / "entnet_speed.json"
 
 
 def parse_args(argv=None):
@@ -123,6 +121,18 @@ def main(argv=None):
                               "bounds": [int(b) for b in bounds], "mean_story": round(float(lengths.mean()), 2),
                               "max_logit_difference": difference, "cpus": os.cpu_count(), "threads": args.threads})
     return json.loads(pathlib.Path(args.results).read_text())
+
+
+def markdown(results):
+    """Seconds per epoch of each input path and its speed-up over the padded one."""
+    lines = ["| path | steps/s | seconds per epoch | speed-up over padded |", "|---|---|---|---|"]
+    for path, rate in results["paths"].items():
+        lines.append(f"| {path} | {rate['steps_per_s']} | {rate['epoch_seconds']} | {rate.get('speed_up', '')} |")
+    lines += ["", f"Task {results['task']} ({results['data']}), batch {results['batch_size']}, "
+              f"{results['steps_per_epoch']} steps per epoch, mean story {results['mean_story']} sentences; "
+              f"max logit difference padded vs trimmed {results['max_logit_difference']:.1e}; {results['cpus']} cores"
+              + (f"; {results['how']}" if results.get("how") else "") + "."]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

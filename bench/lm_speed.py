@@ -11,7 +11,7 @@ plain `keras.layers.LSTM` model (Embedding -> LSTM -> Dense) of the same size,
 in graph mode and with XLA. `--only rmc` times the two RMC forms alone.
 
 Usage:
-    python bench/lm_speed.py [--steps 5] [--batch 64] [--bptt 100] [--vocab 10000]
+    python -m bench.lm_speed [--steps 5] [--batch 64] [--bptt 100] [--vocab 10000]
 """
 
 import argparse
@@ -21,8 +21,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-from timing import seconds_per_step  # noqa: E402  (bench/timing.py)
 
+from bench.timing import seconds_per_step  # noqa: E402
 from keras_relmem.models.language_model import build_language_model  # noqa: E402
 
 

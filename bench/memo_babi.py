@@ -4,7 +4,7 @@ Banino et al. 2020 (Table 3) train one MEMO on the 20 tasks together and report
 0.21% mean test error with 20/20 tasks solved (error < 5%). This bench trains
 `build_babi_model("memo")` that way under a time budget, in rounds: after every
 round it measures per-task test error and mean hops, saves the model with its
-optimizer and the curve (`bench/budget.py`), and writes the result so far to
+optimizer and the curve (`bench.budget`), and writes the result so far to
 `bench/results/memo_babi.json`, so a rerun with a larger `--budget-minutes`
 continues where the last round ended.
 
@@ -17,36 +17,29 @@ its bucket's bound instead of the longest story's 228.
 
 The recipe, and what differs from the paper: see `--help` and the README's
 MEMO section. The halting network waits `--halting-warmup-rounds` rounds
-before it learns (as in `bench/memo_pai.py`: until MEMO can answer, the hop
+before it learns (as in `bench.memo_pai`: until MEMO can answer, the hop
 cost alone teaches it to stop after one hop).
 
 Usage:
-    KERAS_RELMEM_DATA=../shared/data python bench/memo_babi.py --budget-minutes 120
-    KERAS_RELMEM_DATA=../shared/data python bench/memo_babi.py --speed   # examples/s, padded vs bucketed
-    python bench/memo_babi.py --report        # table next to the paper, hops picture
+    KERAS_RELMEM_DATA=../shared/data python -m bench.memo_babi --budget-minutes 120
+    KERAS_RELMEM_DATA=../shared/data python -m bench.memo_babi --speed   # examples/s, padded vs bucketed
+    python -m bench.memo_babi --report        # table next to the paper, hops picture
 """
 
 import argparse
 import os
 import pathlib
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(__file__))
 
-from budget import (  # noqa: E402
-    add_halting_arguments,
-    apply_halting_arguments,
-    halting_settings,
-    hold_halting_until,
-    limit_threads,
-    read_results,
-    train_within_budget,
-)
+from bench.budget import train_within_budget  # noqa: E402
+from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
+from bench.memo import add_halting_arguments, apply_halting_arguments, halting_settings, hold_halting_until  # noqa: E402
+from bench.results import RESULTS_DIR, read_results  # noqa: E402
 
-RESULTS = pathlib.Path(__file__).parent / "results" / "memo_babi.json"
-SPEED_RESULTS = pathlib.Path(__file__).parent / "results" / "memo_babi_speed.json"
+RESULTS = RESULTS_DIR / "memo_babi.json"
+SPEED_RESULTS = RESULTS_DIR / "memo_babi_speed.json"
 # Banino et al. 2020, Table 3 (joint bAbI 10k): mean test error (%) and tasks solved.
 PAPER = {"MEMO": (0.21, 20), "Universal Transformer": (0.29, 20), "DNC": (3.8, 18), "EMN": (4.2, 17)}
 SINGLE_FACT, MULTI_FACT = (1, 4, 15), (2, 3, 16, 19)
@@ -73,13 +66,9 @@ def parse_args(argv=None):
     parser.add_argument("--jit-compile", action="store_true", help="XLA training steps (see --speed)")
     parser.add_argument("--no-buckets", action="store_true", help="pad every batch to the longest story")
     parser.add_argument("--test-limit", type=int, default=0, help="evaluate on this many test questions per task")
-    parser.add_argument("--threads", type=int, default=0, help="cores for TensorFlow (0: all)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workdir", default="runs/bench_memo_babi")
-    parser.add_argument("--results", default=str(RESULTS))
+    add_bench_arguments(parser, "runs/bench_memo_babi", RESULTS, "print the table and draw the hops picture")
     parser.add_argument("--speed", action="store_true", help="measure examples/s of the training step and exit")
     parser.add_argument("--speed-steps", type=int, default=60)
-    parser.add_argument("--report", action="store_true", help="print the table and draw the hops picture")
     return parser.parse_args(argv)
 
 
@@ -204,7 +193,7 @@ def run(args):
             **summary(last["tasks"]),
             "complete": complete,
             "curve": [{k: v for k, v in e.items() if k != "tasks"} for e in curve],
-            "args": {k: v for k, v in vars(args).items() if k not in ("report", "speed")},
+            "args": run_arguments(args, "speed"),
         })
 
     curve, _ = train_within_budget(
@@ -260,27 +249,47 @@ def speed(args):
                                "cpus": os.cpu_count(), "threads": args.threads})
 
 
-def report(args):
-    results = read_results(args.results)
-    tasks = results["tasks"]
-    state = "complete" if results.get("complete") else "unfinished"
-    print(f"MEMO, joint bAbI en-10k (task 3: en), {results['minutes']:.1f} training minutes, "
-          f"{results['epochs']:.2f} epochs ({state})")
-    print(f"{'task':>4s} {'error %':>8s} {'hops':>6s}")
-    for task in sorted(tasks, key=int):
-        print(f"{task:>4s} {tasks[task]['error']:8.2f} {tasks[task]['hops']:6.2f}")
-    print(f"mean error {results['mean_error']:.2f}%, solved {results['solved']}/20")
-    for name, (error, solved) in PAPER.items():
-        print(f"  paper, {name}: mean error {error}%, solved {solved}/20")
+def hops_by_fact_count(tasks):
+    """Mean hops of the single-fact tasks and of the multi-fact ones."""
     single = sum(tasks[str(t)]["hops"] for t in SINGLE_FACT) / len(SINGLE_FACT)
     multi = sum(tasks[str(t)]["hops"] for t in MULTI_FACT) / len(MULTI_FACT)
-    print(f"mean hops: single-fact tasks {SINGLE_FACT} {single:.2f}, multi-fact tasks {MULTI_FACT} {multi:.2f}")
+    return single, multi
+
+
+def markdown(results):
+    """Per-task error and mean hops of the joint run, with the paper's Table 3 beside it."""
+    tasks = results["tasks"]
+    state = "complete" if results.get("complete") else "unfinished"
+    lines = [f"Joint bAbI en-10k (task 3: en), {results['minutes']:.1f} training minutes, "
+             f"{results['epochs']:.2f} epochs ({state}):", "", "| task | error % | hops |", "|---|---|---|"]
+    lines += [f"| {task} | {tasks[task]['error']:.2f} | {tasks[task]['hops']:.2f} |" for task in sorted(tasks, key=int)]
+    single, multi = hops_by_fact_count(tasks)
+    lines += ["", f"- ours: mean error {results['mean_error']:.2f}%, solved {results['solved']}/20",
+              *(f"- paper, {name}: mean error {error}%, solved {solved}/20" for name, (error, solved) in PAPER.items()),
+              f"- mean hops: single-fact tasks {SINGLE_FACT} {single:.2f}, multi-fact tasks {MULTI_FACT} {multi:.2f}"]
+    return "\n".join(lines)
+
+
+def speed_markdown(results):
+    """`--speed`: examples/s of the training step by input path."""
+    rates = results["examples_per_s"]
+    lines = ["| path | examples/s |", "|---|---|"]
+    lines += [f"| {path} | {rate} |" for path, rate in rates.items() if path != "speed-up"]
+    lines += ["", f"Best bucketed over padded: {rates['speed-up']}x ({results['steps']} steps of batch "
+              f"{results['batch_size']}, {results['cpus']} cores)."]
+    return "\n".join(lines)
+
+
+def report(args):
+    results = read_results(args.results)
+    print(markdown(results))
     try:
         from keras_relmem import viz
     except ImportError:
         return
     # beside the results it draws (bench/results/memo_babi_hops.png for the default --results)
     path = pathlib.Path(args.results)
+    tasks = results["tasks"]
     picture = viz.hops_per_task({t: row["hops"] for t, row in tasks.items()}, path.with_name(f"{path.stem}_hops.png"),
                                 title=f"MEMO on joint bAbI: mean hops per task ({results['minutes']:.0f} min)",
                                 highlight=MULTI_FACT)
@@ -288,13 +297,7 @@ def report(args):
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    if args.report:
-        report(args)
-    elif args.speed:
-        speed(args)
-    else:
-        run(args)
+    dispatch(parse_args(argv), run, report=report, speed=speed)
 
 
 if __name__ == "__main__":

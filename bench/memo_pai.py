@@ -27,11 +27,11 @@ hops are recorded, the model and curve saved under
 A rerun continues where the last round ended.
 
 Usage:
-    python bench/memo_pai.py --length 4                 # MEMO, 60 training minutes
-    python bench/memo_pai.py --length 4 --model emn     # the baseline
-    python bench/memo_pai.py --report                   # tables next to the paper's
-    python bench/memo_pai.py --length 3 --latency       # MEMO's latency by hops taken
-    python bench/memo_pai.py --length 5 --hop-profile   # each hop's accuracy and halting inputs by type
+    python -m bench.memo_pai --length 4                 # MEMO, 60 training minutes
+    python -m bench.memo_pai --length 4 --model emn     # the baseline
+    python -m bench.memo_pai --report                   # tables next to the paper's
+    python -m bench.memo_pai --length 3 --latency       # MEMO's latency by hops taken
+    python -m bench.memo_pai --length 5 --hop-profile   # each hop's accuracy and halting inputs by type
 """
 
 import argparse
@@ -42,24 +42,21 @@ import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(__file__))
 
-from budget import (  # noqa: E402
+from bench.budget import anneal_learning_rate, train_within_budget  # noqa: E402
+from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
+from bench.memo import (  # noqa: E402
     add_halting_arguments,
-    add_run_arguments,
-    anneal_learning_rate,
     apply_halting_arguments,
-    halting_settings,
+    build_classifier,
     hold_halting_until,
-    hops_forward,
-    limit_threads,
-    read_results,
-    record_model_result,
-    train_within_budget,
+    label,
+    predict_with_hops,
     warm_start_memo,
 )
+from bench.results import RESULTS_DIR, read_results, record_model_result  # noqa: E402
 
-RESULTS = pathlib.Path(__file__).parent / "results" / "memo_pai.json"
+RESULTS = RESULTS_DIR / "memo_pai.json"
 # Banino et al. 2020: MEMO's test accuracy (%) by query type, Table 1 (length 3),
 # Table 5 (length 4) and Table 6 (length 5), as quoted in our issue tracker.
 PAPER = {
@@ -96,7 +93,7 @@ def parse_args(argv=None):
                         help="a fresh run starts from this saved MEMO's weights with a new halting network "
                              "(e.g. to try --halting-inputs on a trained model)")
     add_halting_arguments(parser)
-    add_run_arguments(parser, "runs/bench_memo_pai", RESULTS, "print the tables from the JSON")
+    add_bench_arguments(parser, "runs/bench_memo_pai", RESULTS, "print the tables from the JSON")
     parser.add_argument("--latency", action="store_true",
                         help="MEMO's inference latency by hops taken, from the trained model in --workdir")
     parser.add_argument("--hop-profile", action="store_true",
@@ -155,17 +152,8 @@ def inputs(data):
 
 
 def build(args):
-    import keras
-
-    from keras_relmem.models.memo import MEMOClassifier
-
-    keras.utils.set_random_seed(args.seed)
-    memo = args.model == "memo"
-    reinforce = halting_settings(args) if memo else {}
-    model = MEMOClassifier(args.num_items if args.answer == "identity" else 2, embedding_dim=64, num_heads=4,
-                           key_size=32, max_hops=args.max_hops if memo else 1,
-                           halting="reinforce" if memo else None, seed=args.seed, **reinforce)
-    model.compile(keras.optimizers.Adam(args.learning_rate))
+    model = build_classifier(args, args.num_items if args.answer == "identity" else 2, embedding_dim=64,
+                             num_heads=4, key_size=32)
     if args.warm_start:
         model(inputs(episodes(2, 4, args, seed=0)))  # build, so that there are weights to copy into
         copied = warm_start_memo(model, args.warm_start)
@@ -175,15 +163,7 @@ def build(args):
 
 def test_pass(model, data, answer):
     """Per-example correctness and hops on a test set."""
-    import numpy as np
-
-    forward = hops_forward(model)
-    logits, hops = [], []
-    for start in range(0, len(data["query"]), 256):
-        out = forward({k: v[start:start + 256] for k, v in inputs(data).items()})
-        logits.append(np.asarray(out["logits"]))
-        hops.append(np.asarray(out["hops"], "float32"))
-    logits, hops = np.concatenate(logits), np.concatenate(hops)
+    logits, hops = predict_with_hops(model, inputs(data))
     return choice(logits, data["query_ids"], answer) == data["target"], hops
 
 
@@ -217,10 +197,6 @@ def by_query_type(correct, hops, query_type):
         rows = [i for i, di in enumerate(distances) if di == d]
         by_distance[str(d)] = round(float(hops[rows].mean()), 3)
     return accuracy, mean_hops, by_distance
-
-
-def label(args):
-    return "MEMO" if args.model == "memo" else "EMN"
 
 
 def run(args):
@@ -258,7 +234,7 @@ def run(args):
     def describe(entry):
         accuracy = "  ".join(f"{k} {v:5.1f}" for k, v in entry["accuracy"].items())
         hops = " ".join(f"{v:.2f}" for v in entry["hops_by_distance"].values())
-        return (f"{label(args)} L={args.length} round {entry['round']:3d} ({entry['sequences']:2d} seq) "
+        return (f"{label(args.model)} L={args.length} round {entry['round']:3d} ({entry['sequences']:2d} seq) "
                 f"{entry['minutes']:5.1f} min  {accuracy}  hops by distance {hops}")
 
     def record(curve, complete=False):
@@ -267,8 +243,7 @@ def run(args):
                   "minutes": last["minutes"], "rounds": len(curve), "episodes": last["episodes"],
                   "sequences": last["test_sequences"], "complete": complete,
                   "curve": curve}
-        arguments = {k: v for k, v in vars(args).items() if k not in ("report", "latency", "results")}
-        record_model_result(args.results, str(args.length), args.model, result, arguments)
+        record_model_result(args.results, str(args.length), args.model, result, run_arguments(args, "latency"))
 
     def anneal(model, minutes):
         if args.final_learning_rate is not None:
@@ -281,29 +256,37 @@ def run(args):
     report(args)
 
 
-def report(args):
-    results = read_results(args.results)
+def _cell(value, spec=".2f"):
+    return "" if value is None else format(value, spec)
+
+
+def markdown(results):
+    """One table per sequence length: MEMO's accuracy and hops per query type, the baseline's, the paper's."""
+    sections = []
     for length in sorted(k for k in results if k.isdigit()):
         entry = results[length]
-        kinds = [k for k in entry if "-" in k]
         emn = entry.get("EMN", {})
-        if not kinds:
-            kinds = [k for k in emn if "-" in k]
-        print(f"\nPaired associative inference, length {length}")
-        print(f"{'query':>6s} {'MEMO %':>8s} {'hops':>6s} {'EMN %':>7s} {'paper MEMO %':>13s}")
+        kinds = [k for k in entry if "-" in k] or [k for k in emn if "-" in k]
+        lines = [f"Paired associative inference, length {length}:", "",
+                 "| query | MEMO % | MEMO hops | EMN % | paper MEMO % |", "|---|---|---|---|---|"]
         for kind in kinds:
-            paper = PAPER.get(length, {}).get(kind)
-            nan = float("nan")
-            print(f"{kind:>6s} {entry.get(kind, nan):8.2f} {entry.get('hops', {}).get(kind, nan):6.2f} "
-                  f"{emn.get(kind, nan):7.2f} {'' if paper is None else f'{paper:.2f}':>13s}")
+            lines.append(f"| {kind} | {_cell(entry.get(kind))} | {_cell(entry.get('hops', {}).get(kind))} "
+                         f"| {_cell(emn.get(kind))} | {_cell(PAPER.get(length, {}).get(kind))} |")
+        lines.append("")
         for name, result in (("MEMO", entry), ("EMN", emn)):
             if "minutes" in result:
                 state = "complete" if result.get("complete") else "unfinished"
-                print(f"  {name}: {result['minutes']:.1f} training minutes, {result['rounds']} rounds, "
-                      f"{result['sequences']} sequences per memory ({state})")
+                lines.append(f"- {name}: {result['minutes']:.1f} training minutes, {result['rounds']} rounds, "
+                             f"{result['sequences']} sequences per memory ({state})")
         if entry.get("hops_by_distance"):
-            print("  MEMO mean hops by inference distance (0 = direct): "
-                  + ", ".join(f"{d}: {h:.2f}" for d, h in entry["hops_by_distance"].items()))
+            lines.append("- MEMO mean hops by inference distance (0 = direct): "
+                         + ", ".join(f"{d}: {h:.2f}" for d, h in entry["hops_by_distance"].items()))
+        sections.append("\n".join(lines))
+    return "\n\n".join(sections)
+
+
+def report(args):
+    print(markdown(read_results(args.results)))
 
 
 def latency(args):
@@ -315,7 +298,7 @@ def latency(args):
 
     path = pathlib.Path(args.workdir) / str(args.length) / "memo" / "model.keras"
     if not path.exists():
-        sys.exit(f"No trained MEMO at {path}: run `python bench/memo_pai.py --length {args.length}` first.")
+        sys.exit(f"No trained MEMO at {path}: run `python -m bench.memo_pai --length {args.length}` first.")
     model = keras.saving.load_model(path)
     sequences = parse_curriculum(args.curriculum)[-1][0]
     x = {k: tf.constant(v[:32]) for k, v in inputs(episodes(256, sequences, args, seed=99)).items()}
@@ -359,7 +342,7 @@ def hop_profile(args, model=None):
     if model is None:
         path = pathlib.Path(args.workdir) / str(args.length) / "memo" / "model.keras"
         if not path.exists():
-            sys.exit(f"No trained MEMO at {path}: run `python bench/memo_pai.py --length {args.length}` first.")
+            sys.exit(f"No trained MEMO at {path}: run `python -m bench.memo_pai --length {args.length}` first.")
         model = keras.saving.load_model(path)
     sequences = parse_curriculum(args.curriculum)[-1][0]
     data = episodes(args.test, sequences, args, seed=10_000 + sequences)  # the bench's test set
@@ -390,14 +373,7 @@ def hop_profile(args, model=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.report:
-        report(args)
-    elif args.latency:
-        latency(args)
-    elif args.hop_profile:
-        hop_profile(args)
-    else:
-        run(args)
+    dispatch(args, run, report=report, latency=latency, hop_profile=hop_profile)
 
 
 if __name__ == "__main__":

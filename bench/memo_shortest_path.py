@@ -15,42 +15,39 @@ each query uses the model's own previous answer.
 
 Node ids are words (`vocab_size = nodes + 1`, 0 pads graphs with fewer
 edges). `--model memo` trains MEMO with REINFORCE halting; `--model emn` the
-end-to-end memory network style baseline of `bench/memo_pai.py` (a fact's
+end-to-end memory network style baseline of ``bench.memo_pai`` (a fact's
 items summed, one hop). Fresh graphs every round; training in rounds until
-`--budget-minutes` of training time, resumable (bench/budget.py). Results:
+`--budget-minutes` of training time, resumable (`bench.budget`). Results:
 `bench/results/memo_shortest_path.json` as `{"20/3/3": {"first_node": %,
 "second_node": %, "path": %, "hops": {...}, "minutes": m, ..., "EMN":
 {...}}}`.
 
 Usage:
-    python bench/memo_shortest_path.py --setting 20/3/3
-    python bench/memo_shortest_path.py --setting 20/3/3 --model emn
-    python bench/memo_shortest_path.py --report
+    python -m bench.memo_shortest_path --setting 20/3/3
+    python -m bench.memo_shortest_path --setting 20/3/3 --model emn
+    python -m bench.memo_shortest_path --report
 """
 
 import argparse
 import os
 import pathlib
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(__file__))
 
-from budget import (  # noqa: E402
+from bench.budget import train_within_budget  # noqa: E402
+from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
+from bench.memo import (  # noqa: E402
     add_halting_arguments,
-    add_run_arguments,
     apply_halting_arguments,
-    halting_settings,
+    build_classifier,
     hold_halting_until,
-    hops_forward,
-    limit_threads,
-    read_results,
-    record_model_result,
-    train_within_budget,
+    label,
+    predict_with_hops,
 )
+from bench.results import RESULTS_DIR, read_results, record_model_result  # noqa: E402
 
-RESULTS = pathlib.Path(__file__).parent / "results" / "memo_shortest_path.json"
+RESULTS = RESULTS_DIR / "memo_shortest_path.json"
 SETTINGS = ("10/2/2", "20/3/3", "20/5/3")
 # Banino et al. 2020, Table 2: test accuracy (%) of the first and second node of the path.
 PAPER = {
@@ -87,7 +84,7 @@ def parse_args(argv=None):
     parser.add_argument("--halting-warmup", type=int, default=10,
                         help="rounds before the halting network starts learning")
     add_halting_arguments(parser)
-    add_run_arguments(parser, "runs/bench_memo_shortest_path", RESULTS)
+    add_bench_arguments(parser, "runs/bench_memo_shortest_path", RESULTS)
     args = parser.parse_args(argv)
     args.nodes, args.degree, args.length = parse_setting(args.setting)
     if not args.max_hops:
@@ -125,32 +122,16 @@ def training_examples(data, length):
 
 
 def build(args):
-    import keras
-
-    from keras_relmem.models.memo import MEMOClassifier
-
-    keras.utils.set_random_seed(args.seed)
-    memo = args.model == "memo"
-    reinforce = halting_settings(args) if memo else {}
-    model = MEMOClassifier(args.nodes, vocab_size=args.nodes + 1, embedding_dim=args.embedding_dim,
-                           num_heads=args.num_heads, key_size=args.key_size,
-                           max_hops=args.max_hops if memo else 1, halting="reinforce" if memo else None,
-                           sum_fact_items=not memo, seed=args.seed, **reinforce)
-    model.compile(keras.optimizers.Adam(args.learning_rate))
-    return model
+    return build_classifier(args, args.nodes, vocab_size=args.nodes + 1, embedding_dim=args.embedding_dim,
+                            num_heads=args.num_heads, key_size=args.key_size, sum_fact_items=args.model != "memo")
 
 
 def predict(model, x):
     """(predicted node, hops) for every query."""
     import numpy as np
 
-    forward = hops_forward(model)
-    nodes, hops = [], []
-    for start in range(0, len(x["query"]), 512):
-        out = forward({k: v[start:start + 512] for k, v in x.items()})
-        nodes.append(np.argmax(np.asarray(out["logits"]), -1))
-        hops.append(np.asarray(out["hops"], "float32"))
-    return np.concatenate(nodes), np.concatenate(hops)
+    logits, hops = predict_with_hops(model, x, batch_size=512)
+    return np.argmax(logits, -1), hops
 
 
 def test_pass(model, data, length):
@@ -172,10 +153,6 @@ def test_pass(model, data, length):
     return {**result, "hops": hops}
 
 
-def label(args):
-    return "MEMO" if args.model == "memo" else "EMN"
-
-
 def run(args):
     limit_threads(args.threads)
     test = graphs(args.test, args, seed=1_000_003)  # seeds of training rounds stay below this
@@ -192,7 +169,7 @@ def run(args):
 
     def describe(entry):
         nodes = "  ".join(f"{name} {entry[name]:5.1f}%" for name in NODE_NAMES if name in entry)
-        return (f"{label(args)} {args.setting} round {entry['round']:3d} {entry['minutes']:5.1f} min  {nodes}  "
+        return (f"{label(args.model)} {args.setting} round {entry['round']:3d} {entry['minutes']:5.1f} min  {nodes}  "
                 f"path {entry['path']:5.1f}%  hops {entry['hops']}")
 
     def record(curve, complete=False):
@@ -200,8 +177,7 @@ def run(args):
         result = {**{k: v for k, v in last.items() if k in NODE_NAMES + ("path", "hops")},
                   "minutes": last["minutes"], "rounds": len(curve), "graphs": last["graphs"],
                   "complete": complete, "curve": curve}
-        arguments = {k: v for k, v in vars(args).items() if k not in ("report", "results")}
-        record_model_result(args.results, args.setting, args.model, result, arguments)
+        record_model_result(args.results, args.setting, args.model, result, run_arguments(args))
 
     workdir = pathlib.Path(args.workdir) / args.setting.replace("/", "-") / args.model
     curve, _ = train_within_budget(lambda: build(args), train_round,
@@ -212,10 +188,14 @@ def run(args):
     report(args)
 
 
-def report(args):
-    results = read_results(args.results)
-    nan = float("nan")
-    print(f"{'setting':>8s} {'node':>12s} {'MEMO %':>7s} {'hops':>5s} {'EMN %':>6s} {'paper MEMO':>11s} {'DNC':>6s}")
+def _cell(value, spec=".2f"):
+    return "" if value is None else format(value, spec)
+
+
+def markdown(results):
+    """Per setting and node of the path: MEMO's accuracy and hops, the baseline's, the paper's MEMO and DNC."""
+    lines = ["| setting | node | MEMO % | MEMO hops | EMN % | paper MEMO % | paper DNC % |", "|" + "---|" * 7]
+    notes = []
     for setting in [s for s in results if s != "args"]:
         entry = results[setting]
         emn = entry.get("EMN", {})
@@ -224,21 +204,22 @@ def report(args):
                 continue
             paper = PAPER["MEMO"].get(setting, (None, None))[index] if index < 2 else None
             dnc = PAPER["DNC"].get(setting, (None, None))[index] if index < 2 else None
-            print(f"{setting:>8s} {name:>12s} {entry.get(name, nan):7.2f} {entry.get('hops', {}).get(name, nan):5.2f} "
-                  f"{emn.get(name, nan):6.2f} {'' if paper is None else paper:>11} {'' if dnc is None else dnc:>6}")
-        for name, result in (("MEMO", entry), ("EMN", emn)):
+            lines.append(f"| {setting} | {name} | {_cell(entry.get(name))} | {_cell(entry.get('hops', {}).get(name))} "
+                         f"| {_cell(emn.get(name))} | {_cell(paper, '.1f')} | {_cell(dnc, '.1f')} |")
+        for model, result in (("MEMO", entry), ("EMN", emn)):
             if "minutes" in result:
                 state = "complete" if result.get("complete") else "unfinished"
-                print(f"{'':>8s} {name}: whole path right {result['path']:.2f}%, {result['minutes']:.1f} training "
-                      f"minutes, {result['graphs']} graphs ({state})")
+                notes.append(f"- {setting} {model}: whole path right {result['path']:.2f}%, "
+                             f"{result['minutes']:.1f} training minutes, {result['graphs']} graphs ({state})")
+    return "\n".join(lines + [""] + notes)
+
+
+def report(args):
+    print(markdown(read_results(args.results)))
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    if args.report:
-        report(args)
-    else:
-        run(args)
+    dispatch(parse_args(argv), run, report=report)
 
 
 if __name__ == "__main__":

@@ -15,23 +15,21 @@ Adam 1e-4, a 4 x 256 MLP) becomes 4 memories, 4 heads, head size 64, 1 block,
 batch 64, Adam 1e-3, with the same 4 x 256 MLP; the LSTM has 512 units.
 
 Usage (one core per model, both side by side):
-    python bench/nth_farthest.py --model rmc --threads 1 &
-    python bench/nth_farthest.py --model lstm --threads 1 &
-    python bench/nth_farthest.py --report        # table + picture from the JSON
+    python -m bench.nth_farthest --model rmc --threads 1 &
+    python -m bench.nth_farthest --model lstm --threads 1 &
+    python -m bench.nth_farthest --report        # table + picture from the JSON
 """
 
 import argparse
-import json
 import os
 import pathlib
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(__file__))
+from bench.budget import record_unfinished, train_within_budget  # noqa: E402
+from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
+from bench.results import RESULTS_DIR, merge_result, read_results  # noqa: E402
 
-from budget import limit_threads, merge_result, train_within_budget  # noqa: E402
-
-RESULTS = pathlib.Path(__file__).parent / "results" / "nth_farthest.json"
+RESULTS = RESULTS_DIR / "nth_farthest.json"
 # Santoro et al. 2018, Fig. 3 (8 objects of 16 features): final test accuracy.
 PAPER = {"rmc": 91.0, "lstm": 30.0}
 
@@ -52,11 +50,7 @@ def parse_args(argv=None):
     parser.add_argument("--num-blocks", type=int, default=1)
     parser.add_argument("--units", type=int, default=512, help="LSTM units")
     parser.add_argument("--mlp-layers", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=0, help="cores for TensorFlow (0: all)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workdir", default="runs/bench_nth_farthest")
-    parser.add_argument("--results", default=str(RESULTS))
-    parser.add_argument("--report", action="store_true", help="print the table and draw the curves")
+    add_bench_arguments(parser, "runs/bench_nth_farthest", RESULTS, "print the table and draw the curves")
     return parser.parse_args(argv)
 
 
@@ -95,7 +89,7 @@ def run(args):
         _, accuracy = model.evaluate(test["inputs"], test["target"], batch_size=500, verbose=0)
         return {"test_accuracy": round(100 * accuracy, 2)}
 
-    arguments = {k: v for k, v in vars(args).items() if k not in ("report", "results", "workdir")}
+    arguments = run_arguments(args, "workdir")
 
     def summary(curve):
         return {
@@ -106,9 +100,6 @@ def run(args):
             "curve": [{k: e[k] for k in ("minutes", "train_accuracy", "test_accuracy")} for e in curve],
         }
 
-    def record_partial(curve):
-        if curve[-1]["minutes"] < args.budget_minutes:
-            merge_result(args.results, args.model, {"complete": False, **summary(curve)}, arguments)
 
     curve, model = train_within_budget(
         build, train_round, evaluate, pathlib.Path(args.workdir) / args.model, args.budget_minutes,
@@ -116,20 +107,29 @@ def run(args):
             f"{args.model} round {e['round']:3d}  {e['minutes']:6.1f} min  "
             f"train {e['train_accuracy']:5.1f}%  test {e['test_accuracy']:5.1f}%"
         ),
-        on_round=record_partial,
+        on_round=record_unfinished(args.results, args.model, summary, arguments, args.budget_minutes),
     )
     result = {"complete": True, "parameters": int(model.count_params()), **summary(curve)}
     merge_result(args.results, args.model, result, arguments)
     print(f"{args.model}: test accuracy {result['accuracy']:.1f}% after {result['minutes']:.1f} training minutes")
 
 
-def report(args):
-    results = json.loads(pathlib.Path(args.results).read_text())
-    print(f"{'model':6s} {'test acc':>9s} {'minutes':>8s} {'examples':>10s} {'paper':>6s}")
+def markdown(results):
+    """Test accuracy of each model after its budget, next to the paper's."""
+    lines = ["| model | test accuracy % | best % | training minutes | examples | parameters | paper % |",
+             "|" + "---|" * 7]
     for name in ("rmc", "lstm"):
         if name in results:
             r = results[name]
-            print(f"{name:6s} {r['accuracy']:8.1f}% {r['minutes']:8.1f} {r['examples']:10,d} {PAPER[name]:5.0f}%")
+            state = "" if r.get("complete") else " (unfinished)"
+            lines.append(f"| {name.upper()}{state} | {r['accuracy']:.1f} | {r['best_accuracy']:.1f} "
+                         f"| {r['minutes']:.1f} | {r['examples']:,d} | {r.get('parameters', '')} | {PAPER[name]:.0f} |")
+    return "\n".join(lines)
+
+
+def report(args):
+    results = read_results(args.results)
+    print(markdown(results))
     from keras_relmem.viz import budget_curves
 
     path = budget_curves(
@@ -140,6 +140,9 @@ def report(args):
     print(f"Wrote {path}")
 
 
+def main(argv=None):
+    dispatch(parse_args(argv), run, report=report)
+
+
 if __name__ == "__main__":
-    arguments = parse_args()
-    report(arguments) if arguments.report else run(arguments)
+    main()

@@ -15,24 +15,22 @@ start). The result goes into `bench/results/ptb_lm.json` as
 `{"rmc": {"perplexity": <test>, "minutes": m, "curve": [...]}, "lstm": {...}, "args": ...}`.
 
 Usage (one core per model, both side by side):
-    KERAS_RELMEM_DATA=../shared/data python bench/ptb_lm.py --model rmc --threads 1 &
-    KERAS_RELMEM_DATA=../shared/data python bench/ptb_lm.py --model lstm --threads 1 &
-    python bench/ptb_lm.py --report      # table + picture from the JSON
+    KERAS_RELMEM_DATA=../shared/data python -m bench.ptb_lm --model rmc --threads 1 &
+    KERAS_RELMEM_DATA=../shared/data python -m bench.ptb_lm --model lstm --threads 1 &
+    python -m bench.ptb_lm --report      # table + picture from the JSON
 """
 
 import argparse
-import json
 import math
 import os
 import pathlib
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(__file__))
+from bench.budget import record_unfinished, train_within_budget  # noqa: E402
+from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
+from bench.results import RESULTS_DIR, merge_result, read_results  # noqa: E402
 
-from budget import limit_threads, merge_result, train_within_budget  # noqa: E402
-
-RESULTS = pathlib.Path(__file__).parent / "results" / "ptb_lm.json"
+RESULTS = RESULTS_DIR / "ptb_lm.json"
 # Zaremba et al. 2014, non-regularized 2-layer LSTM (200 units): test perplexity.
 REFERENCE = 114.5
 
@@ -47,11 +45,7 @@ def parse_args(argv=None):
     parser.add_argument("--bptt", type=int, default=100)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--clipnorm", type=float, default=0.25)
-    parser.add_argument("--threads", type=int, default=0, help="cores for TensorFlow (0: all)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workdir", default="runs/bench_ptb_lm")
-    parser.add_argument("--results", default=str(RESULTS))
-    parser.add_argument("--report", action="store_true", help="print the table and draw the curves")
+    add_bench_arguments(parser, "runs/bench_ptb_lm", RESULTS, "print the table and draw the curves")
     return parser.parse_args(argv)
 
 
@@ -108,7 +102,7 @@ def run(args):
         epoch = index * args.batches_per_round / batches
         return {"epoch": round(epoch, 3), "train_perplexity": round(math.exp(min(loss, 50.0)), 2)}
 
-    arguments = {k: v for k, v in vars(args).items() if k not in ("report", "results", "workdir", "data_dir")}
+    arguments = run_arguments(args, "workdir", "data_dir")
 
     def summary(curve):
         return {
@@ -121,10 +115,6 @@ def run(args):
             ],
         }
 
-    def record_partial(curve):
-        # What an interrupted budget has reached so far (no test perplexity yet).
-        if curve[-1]["minutes"] < args.budget_minutes:
-            merge_result(args.results, args.model, {"complete": False, **summary(curve)}, arguments)
 
     curve, model = train_within_budget(
         build, train_round, lambda model: {"val_perplexity": _perplexity(model, valid)},
@@ -133,7 +123,8 @@ def run(args):
             f"{args.model} round {e['round']:3d}  {e['minutes']:6.1f} min  epoch {e['epoch']:5.2f}  "
             f"train ppl {e['train_perplexity']:8.1f}  valid ppl {e['val_perplexity']:8.1f}"
         ),
-        on_resume=language_model.reset_memory, on_round=record_partial,
+        on_resume=language_model.reset_memory,
+        on_round=record_unfinished(args.results, args.model, summary, arguments, args.budget_minutes),
     )
     result = {
         "complete": True,
@@ -146,19 +137,22 @@ def run(args):
           f"training minutes ({result['epochs']:.2f} epochs)")
 
 
-def report(args):
-    results = json.loads(pathlib.Path(args.results).read_text())
-    print(f"{'model':6s} {'test ppl':>9s} {'valid ppl':>10s} {'minutes':>8s} {'epochs':>7s} {'tokens':>11s}")
+def markdown(results):
+    """Test and validation perplexity of each model after its budget, and the reference."""
+    lines = ["| model | test ppl | valid ppl | training minutes | epochs | tokens | parameters |", "|" + "---|" * 7]
     for name in ("rmc", "lstm"):
         if name in results:
             r = results[name]
-            if not r.get("complete"):
-                print(f"{name:6s} {'(unfinished)':>9s} {r['val_perplexity']:10.1f} {r['minutes']:8.1f} "
-                      f"{r['epochs']:7.2f} {r['tokens']:11,d}")
-                continue
-            print(f"{name:6s} {r['perplexity']:9.1f} {r['val_perplexity']:10.1f} {r['minutes']:8.1f} "
-                  f"{r['epochs']:7.2f} {r['tokens']:11,d}")
-    print(f"reference: Zaremba et al. 2014, non-regularized LSTM, test perplexity {REFERENCE}")
+            test = f"{r['perplexity']:.1f}" if r.get("complete") else "(unfinished)"
+            lines.append(f"| {name.upper()} | {test} | {r['val_perplexity']:.1f} | {r['minutes']:.1f} | "
+                         f"{r['epochs']:.2f} | {r['tokens']:,d} | {r.get('parameters', '')} |")
+    lines += ["", f"Reference: Zaremba et al. 2014, non-regularized LSTM, test perplexity {REFERENCE}."]
+    return "\n".join(lines)
+
+
+def report(args):
+    results = read_results(args.results)
+    print(markdown(results))
     from keras_relmem.viz import budget_curves
 
     path = budget_curves(
@@ -169,6 +163,9 @@ def report(args):
     print(f"Wrote {path}")
 
 
+def main(argv=None):
+    dispatch(parse_args(argv), run, report=report)
+
+
 if __name__ == "__main__":
-    arguments = parse_args()
-    report(arguments) if arguments.report else run(arguments)
+    main()

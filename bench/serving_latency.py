@@ -5,7 +5,7 @@ starts `serving/server.py` in its own process, and for 1 and 32 concurrent
 clients sends single-question `answer` requests (text in, top-3 answers out)
 for a fixed time. Prints p50/p99 latency (ms) and requests/s per setting.
 
-    KERAS_RELMEM_DATA=../shared/data python bench/serving_latency.py --seconds 10
+    KERAS_RELMEM_DATA=../shared/data python -m bench.serving_latency --seconds 10
 
 On CPU the clients share the machine's cores with the server, as they would
 on a single serving host.
@@ -15,28 +15,16 @@ import argparse
 import os
 import pathlib
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 
 import numpy as np
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+from bench.serving import export_babi_entnet, start_server
+
 STORY = ["Mary went to the kitchen.", "John moved to the garden.", "Mary travelled to the office.",
          "Sandra journeyed to the hallway.", "John went back to the bedroom."]
-
-
-def export_model(base):
-    from keras_relmem import export
-    from keras_relmem.data import babi
-    from keras_relmem.models import babi_qa
-
-    data = babi.load_babi([1])
-    model = babi_qa.build_babi_model("entnet", len(data.vocab), len(data.answer_vocab), data.story_length,
-                                     data.sentence_length, data.query_length)
-    return export.export_babi(model, data, base, name="babi")
 
 
 def measure(call, clients, seconds):
@@ -66,18 +54,12 @@ def measure(call, clients, seconds):
     return np.array(latencies), len(latencies) / elapsed
 
 
-def start_server(base, batching):
-    args = [sys.executable, str(REPO / "serving" / "server.py"), "--port", "0",
-            "--model_name", "babi", "--model_base_path", str(base / "babi")]
+def server_flags(base, batching):
+    flags = ["--model_name", "babi", "--model_base_path", str(base / "babi")]
     if batching:
-        args += ["--enable_batching", "--max_batch_size", "32", "--batch_timeout_micros", "2000",
-                 "--grpc_max_threads", "64"]
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    line = process.stdout.readline()
-    if not line.startswith("SERVING"):
-        process.kill()
-        raise RuntimeError(f"server did not start: {line!r}")
-    return process, int(line.split()[1].split("=")[1])
+        flags += ["--enable_batching", "--max_batch_size", "32", "--batch_timeout_micros", "2000",
+                  "--grpc_max_threads", "64"]
+    return flags
 
 
 def main(argv=None):
@@ -93,14 +75,15 @@ def main(argv=None):
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         base = pathlib.Path(tmp)
-        path = export_model(base)
+        _, path = export_babi_entnet(base)
         answer = tf.saved_model.load(str(path)).signatures["answer"]
         story, question = tf.constant([STORY]), tf.constant(["Where is Mary?"])
         for clients in args.clients:
             latencies, rate = measure(lambda: answer(story=story, question=question), clients, args.seconds)
             rows.append(("in-process", clients, latencies, rate))
         for batching in (False, True):
-            process, port = start_server(base, batching)
+            process, ports = start_server(server_flags(base, batching))
+            port = ports["grpc"]
             try:
                 client = ServingClient(f"127.0.0.1:{port}")
                 for clients in args.clients:

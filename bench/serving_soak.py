@@ -19,7 +19,7 @@ then:
 Prints good-request failures, codes per bad kind, p50/p99 per path, swap
 latencies, tracebacks on the server's stderr, and writes all of it as JSON.
 
-    KERAS_RELMEM_DATA=../shared/data python bench/serving_soak.py --requests 10000 \\
+    KERAS_RELMEM_DATA=../shared/data python -m bench.serving_soak --requests 10000 \\
         --out bench/results/serving_soak.json
 """
 
@@ -38,23 +38,19 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from bench.serving import export_babi_entnet, start_server  # noqa: E402
 from keras_relmem.serving import soak  # noqa: E402
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 TIMEOUT_MS = 5000
 
 
 def export_models(base):
     """Export babi (version 1) and lm; returns the catalogue's `Shapes`."""
     from keras_relmem import export
-    from keras_relmem.data import babi
     from keras_relmem.data.vocab import Vocabulary
-    from keras_relmem.models import babi_qa, language_model
+    from keras_relmem.models import language_model
 
-    data = babi.load_babi([1])
-    model = babi_qa.build_babi_model("entnet", len(data.vocab), len(data.answer_vocab), data.story_length,
-                                     data.sentence_length, data.query_length)
-    export.export_babi(model, data, base, name="babi")
+    data, _ = export_babi_entnet(base)
     words = "<eos> the company said it will sell shares of its stock to a new investor group".split()
     vocab = Vocabulary(words, pad_token=None, oov_token="<unk>")
     export.export_lm(language_model.build_language_model("lstm", len(vocab), embedding_dim=8, units=8), vocab,
@@ -62,7 +58,7 @@ def export_models(base):
     return soak.Shapes(data.story_length, data.sentence_length, data.query_length, len(data.vocab), len(vocab))
 
 
-def start_server(base, stderr_path):
+def start_with_models(base, stderr_path):
     config = base / "models.config"
     config.write_text("model_config_list {\n" + "".join(
         f'  config {{ name: "{n}" base_path: "{base / n}" model_platform: "tensorflow" }}\n' for n in ("babi", "lm")
@@ -72,17 +68,11 @@ def start_server(base, stderr_path):
     with socket.socket() as probe:  # --rest_api_port 0 means no REST: pick a free port
         probe.bind(("127.0.0.1", 0))
         rest_port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, str(REPO / "serving" / "server.py"), "--port", "0", "--rest_api_port", str(rest_port),
-         "--model_config_file", str(config), "--file_system_poll_wait_seconds", "0.5",
-         "--rest_api_timeout_in_ms", str(TIMEOUT_MS), "--monitoring_config_file", str(monitoring)],
-        stdout=subprocess.PIPE, stderr=open(stderr_path, "w"), text=True,
-    )
-    for line in process.stdout:
-        if line.startswith("SERVING"):
-            ports = dict(part.split("=") for part in line.split()[1:])
-            return process, int(ports["grpc"]), int(ports["rest"])
-    raise RuntimeError(f"the server exited: see {stderr_path}")
+    process, ports = start_server(
+        ["--rest_api_port", str(rest_port), "--model_config_file", str(config), "--file_system_poll_wait_seconds",
+         "0.5", "--rest_api_timeout_in_ms", str(TIMEOUT_MS), "--monitoring_config_file", str(monitoring)],
+        stderr=open(stderr_path, "w"))
+    return process, ports["grpc"], ports["rest"]
 
 
 def process_sample(pid):
@@ -121,7 +111,7 @@ def main(argv=None):
     work = pathlib.Path(tempfile.mkdtemp(prefix="serving-soak-"))
     shapes = export_models(work)
     stderr_path = work / "server.stderr"
-    process, grpc_port, rest_port = start_server(work, stderr_path)
+    process, grpc_port, rest_port = start_with_models(work, stderr_path)
     result = {"arguments": vars(args), "rest_timeout_ms": TIMEOUT_MS}
     try:
         client = soak.Client("127.0.0.1", grpc_port, rest_port)
@@ -276,29 +266,35 @@ def main(argv=None):
     return 0
 
 
-def report(result):
+def markdown(result):
+    """The soak's findings as a list: latencies, the bad-request catalogue, the load, swaps, resources, exit."""
     load = result["load"]
     seq = result["sequential_p50_ms"]
-    print(f"sequential p50 ms: in-process {seq['in_process']:.2f}, gRPC {seq['grpc']:.2f} "
-          f"({result['grpc_over_in_process']:.2f}x; a health check alone {seq['grpc_health_check']:.2f}), "
-          f"REST keep-alive {seq['rest_keep_alive']:.2f}, "
-          f"REST fresh {seq['rest_fresh_connection']:.2f}")
-    print(f"catalogue: {len(result['catalogue'])} bad kinds, answered otherwise than expected: "
-          f"{result['catalogue_wrong'] or 'none'}")
-    print(f"load: {load['requests']} requests in {load['minutes']:.1f} min, {load['good_requests']} good, "
-          f"{load['good_failed']} good failed, bad kinds with 5xx/dropped: {load['bad_5xx_or_dropped'] or 'none'}")
+    lines = [f"- sequential p50 ms: in-process {seq['in_process']:.2f}, gRPC {seq['grpc']:.2f} "
+             f"({result['grpc_over_in_process']:.2f}x; a health check alone {seq['grpc_health_check']:.2f}), "
+             f"REST keep-alive {seq['rest_keep_alive']:.2f}, REST fresh {seq['rest_fresh_connection']:.2f}",
+             f"- catalogue: {len(result['catalogue'])} bad kinds, answered otherwise than expected: "
+             f"{result['catalogue_wrong'] or 'none'}",
+             f"- load: {load['requests']} requests in {load['minutes']:.1f} min, {load['good_requests']} good, "
+             f"{load['good_failed']} good failed, bad kinds with 5xx/dropped: {load['bad_5xx_or_dropped'] or 'none'}"]
     for path, stats in sorted(load["latency_ms"].items()):
-        print(f"  {path:16s} p50 {stats['p50']:7.2f} ms  p99 {stats['p99']:7.2f} ms  ({stats['count']})")
-    print(f"  steady p99 {load['steady_p99_ms']:.1f} ms")
+        lines.append(f"  - {path}: p50 {stats['p50']:.2f} ms, p99 {stats['p99']:.2f} ms ({stats['count']} requests)")
+    lines.append(f"  - steady p99 {load['steady_p99_ms']:.1f} ms")
     for event in load["swaps"]:
-        print("  " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in event.items()))
+        lines.append("  - " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
+                                        for k, v in event.items()))
     rss = [s["rss_mb"] for s in load["samples"]]
     threads = [s["threads"] for s in load["samples"]]
-    print(f"server RSS {min(rss):.0f}-{max(rss):.0f} MB, threads {min(threads)}-{max(threads)}; idle before "
-          f"{result['idle_before']}, after {result['idle_after']}")
-    print(f"slow sockets: {load['slow_sockets']}; requests resent on a new connection after the server had "
-          f"closed an idle keep-alive one: {load['stale_keep_alive_retries']}")
-    print(f"SIGTERM exit code {result['sigterm_exit_code']}, tracebacks on stderr {result['stderr_tracebacks']}")
+    lines += [f"- server RSS {min(rss):.0f}-{max(rss):.0f} MB, threads {min(threads)}-{max(threads)}; idle before "
+              f"{result['idle_before']}, after {result['idle_after']}",
+              f"- slow sockets: {load['slow_sockets']}; requests resent on a new connection after the server had "
+              f"closed an idle keep-alive one: {load['stale_keep_alive_retries']}",
+              f"- SIGTERM exit code {result['sigterm_exit_code']}, tracebacks on stderr {result['stderr_tracebacks']}"]
+    return "\n".join(lines)
+
+
+def report(result):
+    print(markdown(result))
 
 
 if __name__ == "__main__":

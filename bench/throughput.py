@@ -6,7 +6,7 @@ parameter count closest to each memory cell's. Graph mode (`tf.function`,
 Keras' default) and XLA (`jit_compile=True`) are both timed.
 
 Usage:
-    python bench/throughput.py [--batch 32] [--steps 20] [--features 32] [--iters 30]
+    python -m bench.throughput [--batch 32] [--steps 20] [--features 32] [--iters 30]
 """
 
 import argparse
@@ -16,9 +16,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-from timing import seconds_per_step  # noqa: E402  (bench/timing.py)
 
 import keras_relmem as kr  # noqa: E402
+from bench.timing import seconds_per_step  # noqa: E402
 
 
 def cell_params(cell, features):

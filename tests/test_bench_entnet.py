@@ -2,14 +2,10 @@
 
 import json
 import pathlib
-import sys
-
-BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench"
-sys.path.insert(0, str(BENCH))
 
 
 def test_babi_entnet_writes_each_task_at_once_and_a_rerun_skips_it(tmp_path, capsys):
-    import babi_entnet
+    from bench import babi_entnet
 
     argv = ["--tasks", "1", "--budget-minutes", "0.02", "--epochs", "1", "--no-jit-compile",
             "--results", str(tmp_path / "entnet.json"), "--workdir", str(tmp_path / "runs")]
@@ -23,7 +19,7 @@ def test_babi_entnet_writes_each_task_at_once_and_a_rerun_skips_it(tmp_path, cap
 
 
 def test_babi_entnet_seeds_trained_side_by_side_into_one_file_all_stay(tmp_path, monkeypatch):
-    import babi_entnet
+    from bench import babi_entnet
 
     table = tmp_path / "entnet.json"
 
@@ -52,8 +48,9 @@ def _results(path, runs, **recipe):
 
 
 def test_babi_entnet_merge_keeps_the_best_seed_by_validation_and_refuses_another_recipe(tmp_path, capsys):
-    import babi_entnet
     import pytest
+
+    from bench import babi_entnet
 
     table = _results(tmp_path / "table.json", {0: (4.8, 5.6)})
     other = _results(tmp_path / "other.json", {0: (0.1, 0.1), 1: (0.8, 0.9)})
@@ -88,9 +85,10 @@ def test_authors_clip_makes_entnet_lua_updates():
     x -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + epsilon).
     The bench is given the batch-mean gradient, as Keras computes it.
     """
-    import babi_entnet
     import keras
     import numpy as np
+
+    from bench import babi_entnet
 
     batch, lr = 32, 0.01
     rng = np.random.default_rng(0)
@@ -132,9 +130,10 @@ def test_weight_decay_makes_adamw_updates():
     theta <- theta - lr * wd * theta, then theta <- theta - lr * m_hat / (sqrt(v_hat) + eps), Keras' eps 1e-7.
     Gradients are small, so the per-variable clip at 40 does not act.
     """
-    import babi_entnet
     import keras
     import numpy as np
+
+    from bench import babi_entnet
 
     lr, wd = 0.01, 0.02
     rng = np.random.default_rng(1)
@@ -162,8 +161,9 @@ def test_weight_decay_makes_adamw_updates():
 
 
 def test_babi_entnet_merge_starts_a_new_table_and_refuses_another_weight_decay(tmp_path):
-    import babi_entnet
     import pytest
+
+    from bench import babi_entnet
 
     table = tmp_path / "new.json"  # not there yet: a table can start from another sitting's file
     first = _results(tmp_path / "first.json", {0: (2.6, 2.4)}, weight_decay=0.02)
@@ -176,8 +176,9 @@ def test_babi_entnet_merge_starts_a_new_table_and_refuses_another_weight_decay(t
 
 
 def test_babi_entnet_refuses_a_negative_weight_decay(capsys):
-    import babi_entnet
     import pytest
+
+    from bench import babi_entnet
 
     with pytest.raises(SystemExit):
         babi_entnet.parse_args(["--weight-decay", "-0.1"])

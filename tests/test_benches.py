@@ -6,27 +6,21 @@ These benches use no TensorFlow, so they also run under `KERAS_BACKEND=jax`
 """
 
 import json
-import pathlib
-import sys
 
 import numpy as np
 import pytest
 
-BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench"
-sys.path.insert(0, str(BENCH))
-
-import budget  # noqa: E402
-import memo_pai  # noqa: E402
-import memo_shortest_path  # noqa: E402
-
-from keras_relmem.data import synthetic  # noqa: E402
+from bench import budget, memo_pai, memo_shortest_path
+from bench import memo as memo_bench
+from bench import results as bench_results
+from keras_relmem.data import synthetic
 
 
 def test_merge_result_nests_and_updates(tmp_path):
     path = tmp_path / "r.json"
-    budget.merge_result(path, ("4", "EMN"), {"A-D": 50.0}, {"model": "emn"})
-    budget.merge_result(path, "4", {"A-D": 97.0, "hops": {"A-D": 3.0}}, {"model": "memo"}, update=True)
-    budget.merge_result(path, "4", {"A-D": 98.0}, {"model": "memo"}, update=True)
+    bench_results.merge_result(path, ("4", "EMN"), {"A-D": 50.0}, {"model": "emn"})
+    bench_results.merge_result(path, "4", {"A-D": 97.0, "hops": {"A-D": 3.0}}, {"model": "memo"}, update=True)
+    bench_results.merge_result(path, "4", {"A-D": 98.0}, {"model": "memo"}, update=True)
     results = json.loads(path.read_text())
     assert results["4"] == {"EMN": {"A-D": 50.0}, "A-D": 98.0, "hops": {"A-D": 3.0}}
     assert results["args"] == {"4/EMN": {"model": "emn"}, "4": {"model": "memo"}}
@@ -134,17 +128,18 @@ def test_a_resumed_memo_takes_the_runs_halting_flags(tmp_path):
     resumed = keras.saving.load_model(tmp_path / "m.keras")
     assert (resumed.answer_loss, resumed.gamma, resumed.beta) == ("all", 1.0, 0.01)
     flags = ["--answer-loss", "visited", "--gamma", "0.9", "--beta", "0"]
-    budget.apply_halting_arguments(resumed, memo_pai.parse_args(argv + flags))
+    memo_bench.apply_halting_arguments(resumed, memo_pai.parse_args(argv + flags))
     assert (resumed.answer_loss, resumed.gamma, resumed.beta) == ("visited", 0.9, 0.0)
     assert memo_pai.build(memo_pai.parse_args(argv + ["--beta", "0.5"])).beta == 0.5
     emn = memo_pai.build(memo_pai.parse_args(argv + ["--model", "emn"]))
-    budget.apply_halting_arguments(emn, memo_pai.parse_args(argv + ["--gamma", "0.5"]))
+    memo_bench.apply_halting_arguments(emn, memo_pai.parse_args(argv + ["--gamma", "0.5"]))
     assert emn.gamma != 0.5, "a model without a halting policy is left alone"
     # --halting-inputs sizes the policy's weights: it builds a model, and a resumed one must match it.
     entropy = memo_pai.build(memo_pai.parse_args(argv + ["--halting-inputs", "distance+entropy"]))
     assert entropy.memo.halting_inputs == "distance+entropy" and resumed.memo.halting_inputs == "distance"
     with pytest.raises(SystemExit, match="new --workdir"):
-        budget.apply_halting_arguments(resumed, memo_pai.parse_args(argv + ["--halting-inputs", "distance+entropy"]))
+        memo_bench.apply_halting_arguments(
+            resumed, memo_pai.parse_args(argv + ["--halting-inputs", "distance+entropy"]))
 
 
 def test_warm_start_copies_memo_and_leaves_a_fresh_halting_network(tmp_path):

@@ -1,0 +1,42 @@
+"""What every bench command shares: its common flags, thread limits and the choice of what to run."""
+
+import keras
+
+
+def limit_threads(threads):
+    """Run TensorFlow on `threads` cores (inter- and intra-op pools), e.g. one
+    core per model so that two models can be timed side by side."""
+    if threads and keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+
+
+def add_bench_arguments(parser, workdir, results, report_help="print the table from the JSON", seed=True):
+    """The options every budgeted bench shares: --threads, --seed, --workdir, --results, --report.
+
+    (`keras_relmem.tasks.common.add_run_arguments` is the task scripts'
+    counterpart: epochs, checkpoints and export.)
+    """
+    parser.add_argument("--threads", type=int, default=0, help="cores for TensorFlow (0: all)")
+    if seed:
+        parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workdir", default=workdir, help="saved models and curves, one folder per run")
+    parser.add_argument("--results", default=str(results), help="the results JSON (default: %(default)s)")
+    parser.add_argument("--report", action="store_true", help=report_help)
+    return parser
+
+
+def run_arguments(args, *leave_out):
+    """The run's arguments as recorded in its results file (without --report, --results and `leave_out`)."""
+    skip = {"report", "results", *leave_out}
+    return {k: v for k, v in vars(args).items() if k not in skip}
+
+
+def dispatch(args, run, **modes):
+    """Call the mode whose flag is set (`report=report` runs when `args.report`), else `run(args)`."""
+    for flag, mode in modes.items():
+        if getattr(args, flag, None):
+            return mode(args)
+    return run(args)
