@@ -6,8 +6,8 @@ import itertools
 import keras
 from keras import ops
 from keras.layers import LayerNormalization
-from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
 
+from keras_relmem._keras_internals import DropoutRNNCell
 from keras_relmem.layers import utils
 
 GATE_STYLES = ("unit", "memory", None)
@@ -151,10 +151,7 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
         self.mem_size = head_size * num_heads
         self.state_size = [self.mem_slots * self.mem_size]
         self.output_size = self.mem_slots * self.mem_size
-        # Set by `RelationalMemory`: step inputs are then the features of
-        # `precompute_inputs`, not raw inputs.
-        self._inputs_precomputed = False
-        self._num_input_rows = None
+        self._num_input_rows = None  # input rows per step, known once built
 
     # -- sub-layers ---------------------------------------------------------
     def _dense(self, units, name, activation=None):
@@ -248,12 +245,10 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
             template = ops.ones(
                 (batch, self.num_heads, rows, rows), dtype=self.compute_dtype
             )
-            self._dropout_mask = self._create_dropout_mask(template, self.dropout)
+            self._dropout_mask = keras.random.dropout(template, self.dropout, seed=self.seed_generator)
         return getattr(self, "_dropout_mask", None)
 
     def _input_rows(self, step_input):
-        if self._inputs_precomputed:
-            return self._num_input_rows
         return step_input.shape[1] if self.treat_input_as_matrix else 1
 
     def _project_input(self, inputs):
@@ -418,12 +413,7 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
 
     def call(self, inputs, states, training=False):
         memory = ops.reshape(states[0], (-1, self.mem_slots, self.mem_size))
-        if self._inputs_precomputed:
-            dropout_mask = self.get_dropout_mask(inputs) if training else None
-            terms = self._split_features(inputs)
-            next_memory, _ = self._update(memory, terms, dropout_mask)
-        else:
-            next_memory, _ = self.step(inputs, memory, training=training)
+        next_memory, _ = self.step(inputs, memory, training=training)
         flat = ops.reshape(next_memory, (-1, self.mem_slots * self.mem_size))
         return flat, [flat]
 
@@ -461,6 +451,25 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
 
 
 # The RelationalMemoryCell arguments that RelationalMemory passes to its cell.
+class _PrecomputedInputsCell(RelationalMemoryCell):
+    """The cell `RelationalMemory` runs: its step input is one step of `precompute_inputs(sequence)`
+    (the input-only terms, already computed for the whole sequence), not a raw input row.
+
+    Same weights, arguments and config as `RelationalMemoryCell`; only what a
+    step receives differs, so it is a class of its own rather than a mode.
+    """
+
+    def _input_rows(self, step_input):
+        return self._num_input_rows
+
+    def call(self, inputs, states, training=False):
+        memory = ops.reshape(states[0], (-1, self.mem_slots, self.mem_size))
+        dropout_mask = self.get_dropout_mask(inputs) if training else None
+        next_memory, _ = self._update(memory, self._split_features(inputs), dropout_mask)
+        flat = ops.reshape(next_memory, (-1, self.mem_slots * self.mem_size))
+        return flat, [flat]
+
+
 _CELL_ARGUMENTS = tuple(
     name
     for name in inspect.signature(RelationalMemoryCell.__init__).parameters
@@ -530,7 +539,7 @@ class RelationalMemory(keras.layers.RNN):
         **kwargs,
     ):
         cell_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in _CELL_ARGUMENTS}
-        cell = RelationalMemoryCell(
+        cell = _PrecomputedInputsCell(
             mem_slots,
             head_size,
             dtype=kwargs.get("dtype"),
@@ -538,7 +547,6 @@ class RelationalMemory(keras.layers.RNN):
             name="relational_memory_cell",
             **cell_kwargs,
         )
-        cell._inputs_precomputed = True
         super().__init__(
             cell,
             return_sequences=return_sequences,

@@ -9,6 +9,8 @@ optimizer on cross-entropy + ponder cost. Gradients never cross between the
 two under REINFORCE.
 """
 
+import contextlib
+
 import keras
 from keras import ops
 
@@ -117,6 +119,7 @@ class MEMOClassifier(keras.Model):
     ):
         name = memo_kwargs.pop("name", "memo_classifier")
         super().__init__(name=name, dtype=memo_kwargs.pop("dtype", None))
+        self._step_outputs = "logits"  # see returning()
         self.num_answers = num_answers
         self.embedding_dim = embedding_dim
         self.vocab_size = vocab_size
@@ -196,14 +199,28 @@ class MEMOClassifier(keras.Model):
             question = self.embed(query)
         return [items, question], mask
 
-    def call(self, inputs, training=False, return_hops=False):
-        step = getattr(self, "_step_outputs", None)
-        if step == "train":
+    OUTPUTS = ("logits", "hops", "training")
+
+    def call(self, inputs, training=False, return_hops=False, outputs=None):
+        """The answer logits `(b, A)` by adaptive inference.
+
+        Args:
+            inputs: `{"facts", "query"}` (and `"time"` for bAbI).
+            training: bool.
+            return_hops: bool, return `{"logits", "hops"}` (`outputs="hops"`).
+            outputs: "logits", "hops" (`{"logits", "hops"}`) or "training"
+                (`training_outputs(inputs)`: every hop unrolled, what
+                `compute_loss` needs). Default: "logits", or what
+                `returning()` set for the Keras train or test step running.
+        """
+        outputs = outputs or ("hops" if return_hops else self._step_outputs)
+        if outputs not in self.OUTPUTS:
+            raise ValueError(f"outputs must be one of {self.OUTPUTS}; got {outputs!r}")
+        if outputs == "training":
             return self.training_outputs(inputs, training=training)
-        return_hops = return_hops or step == "test"
         embedded, mask = self.embed_inputs(inputs)
         logits, hops = self.memo(embedded, mask=mask, training=training)
-        if return_hops:
+        if outputs == "hops":
             return {"logits": logits, "hops": hops}
         return logits
 
@@ -304,23 +321,32 @@ class MEMOClassifier(keras.Model):
             result.update(task=task, hops=ops.full((ops.shape(target)[0],), float(n_hops)), logits=logits[:, -1])
         return result
 
-    # Keras' own train and test steps (one per backend) call the model, then
-    # `compute_loss` and `compute_metrics`. While they run, the model returns
-    # what those need instead of bare logits; a trace-time flag, so it also
-    # holds inside jitted (JAX, XLA) and tf.function steps.
-    def train_step(self, *args, **kwargs):
-        self._step_outputs = "train"
+    @contextlib.contextmanager
+    def returning(self, outputs):
+        """Within the block, `model(x)` returns `outputs` ("logits", "hops" or "training") by default.
+
+        Keras' own train and test steps (one per backend) call `model(x)`
+        with no other argument, then `compute_loss` and `compute_metrics`;
+        `train_step` and `test_step` run inside `returning("training")` and
+        `returning("hops")` so that the model hands those what they need. It
+        is read when the step is traced, so it holds inside jitted (JAX, XLA)
+        and `tf.function` steps.
+        """
+        if outputs not in self.OUTPUTS:
+            raise ValueError(f"outputs must be one of {self.OUTPUTS}; got {outputs!r}")
+        previous, self._step_outputs = self._step_outputs, outputs
         try:
-            return super().train_step(*args, **kwargs)
+            yield self
         finally:
-            self._step_outputs = None
+            self._step_outputs = previous
+
+    def train_step(self, *args, **kwargs):
+        with self.returning("training"):
+            return super().train_step(*args, **kwargs)
 
     def test_step(self, *args, **kwargs):
-        self._step_outputs = "test"
-        try:
+        with self.returning("hops"):
             return super().test_step(*args, **kwargs)
-        finally:
-            self._step_outputs = None
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """MEMO's task loss plus, under REINFORCE, the halting network's loss.
