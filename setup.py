@@ -33,8 +33,9 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["keras_relmem", "keras_relmem.*"]),
     install_requires=[
-        "tensorflow>=2.21",
-        "keras>=3",
+        # The majors we test; keras_relmem/_keras_internals.py reaches into Keras 3.
+        "tensorflow>=2.21,<3",
+        "keras>=3,<4",
         "numpy",
         "tensorflow-datasets>=4.9",
         # tensorflow-datasets imports it at build time without requiring it.

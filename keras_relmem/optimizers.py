@@ -11,7 +11,8 @@ trains MEMO unchanged. It follows the pattern of Keras' own wrapper,
 """
 
 import keras
-from keras.src.utils import tracking
+
+from keras_relmem._keras_internals import no_automatic_dependency_tracking
 
 
 @keras.saving.register_keras_serializable(package="keras_relmem")
@@ -73,7 +74,7 @@ class SplitOptimizer(keras.optimizers.Optimizer):
             groups[2 * second + 1].append(variable)
         return groups
 
-    @tracking.no_automatic_dependency_tracking
+    @no_automatic_dependency_tracking
     def build(self, var_list):
         _, first_vars, _, second_vars = self._split(var_list, var_list)
         self.first.build(first_vars)

@@ -20,6 +20,7 @@ import shutil
 import keras
 
 from keras_relmem import distribute
+from keras_relmem._keras_internals import BackupAndRestoreHooks
 
 
 class MetricsJSON(keras.callbacks.Callback):
@@ -54,7 +55,7 @@ class MetricsJSON(keras.callbacks.Callback):
         write_json(self.path, self.record)
 
 
-class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
+class AtomicBackupAndRestore(BackupAndRestoreHooks):
     """`BackupAndRestore` whose saves are all-or-nothing.
 
     Each save goes into a fresh folder `state-<n>/` (weights and epoch
@@ -88,19 +89,13 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         self._root = pathlib.Path(backup_dir)
         self._pointer = self._root / "latest"
 
-    def _point_at(self, folder):
-        self._weights_path = str(folder / "latest.weights.h5")
-        self._training_metadata_path = str(folder / "training_metadata.json")
-        # Keras' fall-back to a previous save is replaced by the `latest` pointer.
-        self._prev_weights_path = self._weights_path + ".none"
-        self._prev_training_metadata_path = self._training_metadata_path + ".none"
-
-    def _load_model(self):
+    def load_state(self):
         if self._pointer.is_file():
-            self._point_at(self._root / self._pointer.read_text().strip())
-            super()._load_model()
+            # Keras' fall-back to a previous save is replaced by the `latest` pointer.
+            self.use_folder(self._root / self._pointer.read_text().strip())
+            self.load_files()
 
-    def _save_model(self):
+    def save_state(self):
         self._root.mkdir(parents=True, exist_ok=True)
         previous = self._pointer.read_text().strip() if self._pointer.is_file() else None
         index = int(previous.split("-")[1]) + 1 if previous else 0
@@ -108,23 +103,22 @@ class AtomicBackupAndRestore(keras.callbacks.BackupAndRestore):
         if folder.exists():  # left by a save that was killed
             shutil.rmtree(folder)
         folder.mkdir()
-        self._point_at(folder)
-        super()._save_model()
+        self.use_folder(folder)
+        self.save_files()
         write_text_atomic(self._pointer, folder.name)
         for stale in self._root.glob("state-*"):
             if stale.name != folder.name:
                 shutil.rmtree(stale, ignore_errors=True)
 
 
-class AtomicModelCheckpoint(keras.callbacks.ModelCheckpoint):
-    """`ModelCheckpoint` (whole model, every epoch) that never leaves a half-written file.
+class AtomicModelCheckpoint(keras.callbacks.Callback):
+    """Saves the whole model to a `.keras` file after every epoch, never leaving a half-written file.
 
-    Keras writes the `.keras` file to a temporary name next to `filepath`,
-    which is then renamed over it.
+    The model is written to a temporary name next to `filepath`, which is
+    then renamed over it, so a kill mid-save leaves the previous epoch's file.
 
     Args:
         filepath: the `.keras` file to keep up to date.
-        **kwargs: passed to `keras.callbacks.ModelCheckpoint`.
 
     Example:
 
@@ -141,16 +135,16 @@ class AtomicModelCheckpoint(keras.callbacks.ModelCheckpoint):
     ```
     """
 
-    def __init__(self, filepath, **kwargs):
+    def __init__(self, filepath):
+        super().__init__()
         self.final_path = pathlib.Path(filepath)
         # Keras checks the extension, so the temporary name keeps `.keras`.
-        partial = self.final_path.with_name("." + self.final_path.stem + ".partial.keras")
-        super().__init__(str(partial), **kwargs)
+        self.partial_path = self.final_path.with_name("." + self.final_path.stem + ".partial.keras")
 
-    def _save_model(self, epoch, batch, logs):
-        super()._save_model(epoch, batch, logs)
-        if os.path.exists(self.filepath):
-            os.replace(self.filepath, self.final_path)
+    def on_epoch_end(self, epoch, logs=None):
+        self.final_path.parent.mkdir(parents=True, exist_ok=True)
+        self.model.save(self.partial_path)
+        os.replace(self.partial_path, self.final_path)
 
 
 def write_text_atomic(path, text):

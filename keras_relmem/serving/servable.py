@@ -9,7 +9,8 @@ import pathlib
 import grpc
 import numpy as np
 import tensorflow as tf
-from tensorflow.python.saved_model import loader_impl
+from google.protobuf import message, text_format
+from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_relmem.serving.errors import ServingError, invalid
 
@@ -19,8 +20,25 @@ CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
 
 
+def _parse_saved_model(path):
+    """The SavedModel proto of the version folder `path` (`saved_model.pb`, or its text form)."""
+    path = pathlib.Path(path)
+    saved_model = saved_model_pb2.SavedModel()
+    binary, text = path / "saved_model.pb", path / "saved_model.pbtxt"
+    try:
+        if binary.is_file():
+            saved_model.ParseFromString(binary.read_bytes())
+        elif text.is_file():
+            text_format.Parse(text.read_text(), saved_model)
+        else:
+            raise OSError(f"SavedModel file does not exist at: {path}/{{saved_model.pbtxt|saved_model.pb}}")
+    except (message.DecodeError, text_format.ParseError, UnicodeDecodeError) as error:
+        raise OSError(f"Cannot parse the SavedModel in {path}: {error}") from error
+    return saved_model
+
+
 def _serve_meta_graph(path):
-    saved_model = loader_impl.parse_saved_model(str(path))
+    saved_model = _parse_saved_model(path)
     for meta_graph in saved_model.meta_graphs:
         if "serve" in meta_graph.meta_info_def.tags:
             return meta_graph

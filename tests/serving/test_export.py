@@ -1,5 +1,6 @@
 """The exported text signatures answer exactly as the id signatures on the data pipeline's ids."""
 
+import pathlib
 import subprocess
 import sys
 
@@ -93,7 +94,8 @@ def test_export_answers_in_a_process_that_cannot_import_keras_relmem(exports, tm
 
 
 def test_saved_model_cli_runs_the_text_signature(exports):
-    cli = [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli"]
+    # TensorFlow's console script, installed beside this interpreter
+    cli = [str(pathlib.Path(sys.executable).parent / "saved_model_cli")]
     result = subprocess.run(
         cli + ["run", "--dir", str(exports.base / "babi" / "1"), "--tag_set", "serve",
                "--signature_def", "answer", "--input_exprs",

@@ -1,0 +1,63 @@
+"""The only place keras-relmem touches Keras internals, each because no public API does the job.
+
+Keras 3 has no public name for these; setup.py bounds Keras to the major
+version we test, and `tests/test_keras_internals.py` fails as soon as a Keras
+release moves or changes any of them, so a breakage shows in CI rather than
+in a user's run.
+
+- `DropoutRNNCell`: `keras.layers.RNN` resets a cell's per-sequence dropout
+  mask only when the cell is an instance of this mixin (Keras' own
+  `LSTMCell`/`GRUCell` inherit it); without it a mask would leak from one
+  batch into the next. Our cell keeps its mask in the mixin's
+  `_dropout_mask` attribute, which `reset_dropout_mask()` clears.
+- `no_automatic_dependency_tracking`: an optimizer that wraps two others
+  builds them inside its own `build`; Keras' `LossScaleOptimizer` does the
+  same under this decorator, so that the inner optimizers' variables are not
+  tracked twice.
+- `BackupAndRestoreHooks`: `keras.callbacks.BackupAndRestore` keeps its file
+  names and its save/load steps in private members; atomic saves need to
+  choose the folder of each save, so the subclass reaches them here, under
+  public names.
+"""
+
+import keras
+from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
+from keras.src.utils.tracking import no_automatic_dependency_tracking
+
+__all__ = ["BackupAndRestoreHooks", "DropoutRNNCell", "no_automatic_dependency_tracking"]
+
+
+class BackupAndRestoreHooks(keras.callbacks.BackupAndRestore):
+    """`BackupAndRestore` with its save and load steps and its file names under public names.
+
+    Subclasses override `save_state()`/`load_state()` and call
+    `save_files()`/`load_files()` for Keras' own writing and reading, after
+    `use_folder(folder)` has pointed the weights and metadata files into it.
+    """
+
+    def use_folder(self, folder):
+        """Write and read the weights and training metadata in `folder`, with no fall-back file."""
+        self._weights_path = str(folder / "latest.weights.h5")
+        self._training_metadata_path = str(folder / "training_metadata.json")
+        self._prev_weights_path = self._weights_path + ".none"
+        self._prev_training_metadata_path = self._training_metadata_path + ".none"
+
+    def save_files(self):
+        """Keras' save of the weights, optimizer and epoch to the current folder."""
+        super()._save_model()
+
+    def load_files(self):
+        """Keras' load from the current folder (nothing when it holds no save)."""
+        super()._load_model()
+
+    def save_state(self):
+        self.save_files()
+
+    def load_state(self):
+        self.load_files()
+
+    def _save_model(self):
+        self.save_state()
+
+    def _load_model(self):
+        self.load_state()

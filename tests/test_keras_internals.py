@@ -1,0 +1,61 @@
+"""The Keras internals `keras_relmem._keras_internals` relies on are still there and still behave.
+
+Each test names what a Keras release would have to change to break us, so a
+failure here says which part of that module to rewrite.
+"""
+
+import keras
+import numpy as np
+
+from keras_relmem import _keras_internals as internals
+from keras_relmem import layers
+
+
+def test_rnn_resets_the_mask_of_dropout_rnn_cells_only():
+    # Keras' own cells use the mixin: it is the class RNN checks for.
+    assert isinstance(keras.layers.LSTMCell(2), internals.DropoutRNNCell)
+    cell = layers.RelationalMemoryCell(mem_slots=2, head_size=4, num_heads=1, dropout=0.5, seed=1)
+    assert isinstance(cell, internals.DropoutRNNCell)
+    rnn = keras.layers.RNN(cell)
+    x = np.ones((3, 4, 5), "float32")
+    rnn(x, training=True)
+    # RNN primed one mask for the sequence and cleared it after: the next batch gets a fresh one.
+    assert getattr(cell, "_dropout_mask", None) is None
+    first = keras.ops.convert_to_numpy(cell.get_dropout_mask(x[:, 0]))
+    assert first.shape == (3, 1, 3, 3) and set(np.unique(first)) <= {0.0, 2.0}
+    cell.reset_dropout_mask()
+    assert cell._dropout_mask is None
+
+
+def test_backup_and_restore_still_keeps_its_paths_and_steps_where_the_hooks_reach():
+    callback = keras.callbacks.BackupAndRestore("unused_backup_dir")
+    for name in ("_weights_path", "_training_metadata_path", "_prev_weights_path", "_prev_training_metadata_path"):
+        assert hasattr(callback, name), name
+    for name in ("_save_model", "_load_model"):
+        assert callable(getattr(keras.callbacks.BackupAndRestore, name)), name
+
+
+def test_backup_and_restore_hooks_save_into_the_folder_given(tmp_path):
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+
+    class IntoFolder(internals.BackupAndRestoreHooks):
+        def save_state(self):
+            self.use_folder(tmp_path / "here")
+            (tmp_path / "here").mkdir(exist_ok=True)
+            self.save_files()
+
+    model.fit(np.ones((4, 3)), np.ones((4, 1)), epochs=1, verbose=0,
+              callbacks=[IntoFolder(tmp_path / "backup", delete_checkpoint=False)])
+    assert sorted(p.name for p in (tmp_path / "here").iterdir()) == ["latest.weights.h5", "training_metadata.json"]
+
+
+def test_no_automatic_dependency_tracking_keeps_inner_optimizer_variables_out_of_the_tracker():
+    from keras_relmem.optimizers import SplitOptimizer
+
+    weights = [keras.Variable(np.ones(2, "float32"), name="a"), keras.Variable(np.ones(3, "float32"), name="b")]
+    optimizer = SplitOptimizer("adam", "rmsprop", route=lambda v: v.name == "b")
+    optimizer.build(weights)
+    paths = [v.path for v in optimizer.variables]
+    assert len(paths) == len(set(paths))  # each inner optimizer's slot once, not tracked a second time
+    assert len(optimizer.first.variables) + len(optimizer.second.variables) + len(optimizer._variables) == len(paths)
