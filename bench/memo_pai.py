@@ -337,7 +337,7 @@ def hop_profile(args, model=None):
     import keras
     import numpy as np
 
-    from keras_relmem.layers.memo import answer_entropy
+    from keras_relmem.layers.halting import answer_entropy
 
     if model is None:
         path = pathlib.Path(args.workdir) / str(args.length) / "memo" / "model.keras"

@@ -6,7 +6,7 @@ then:
 
 1. batch-1 latency, sequentially: in-process signature call vs gRPC, and REST
    on a keep-alive connection vs a fresh connection per request;
-2. every bad kind of `keras_relmem.serving.soak` once (expected vs got);
+2. every bad kind of `keras_relmem.testing.soak` once (expected vs got);
 3. `--threads` clients send `--requests` mixed requests (`--bad-fraction`
    bad, half gRPC, half REST, REST half keep-alive). During the load: a new
    babi version *without* its warm-up file, a corrupt version, and a new
@@ -39,7 +39,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from bench.serving import export_babi_entnet, start_server  # noqa: E402
-from keras_relmem.serving import soak  # noqa: E402
+from keras_relmem.testing import soak  # noqa: E402
 
 TIMEOUT_MS = 5000
 

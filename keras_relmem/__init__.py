@@ -19,6 +19,7 @@ from keras_relmem.layers import (
     EntNetReadout,  # noqa: E402
     RelationalMemory,  # noqa: E402
     RelationalMemoryCell,  # noqa: E402
+    ReversibleEmbedding,  # noqa: E402
 )
 
 __all__ = [
@@ -28,5 +29,6 @@ __all__ = [
     "MEMO",
     "RelationalMemory",
     "RelationalMemoryCell",
+    "ReversibleEmbedding",
     "__version__",
 ]

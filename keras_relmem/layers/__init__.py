@@ -1,8 +1,10 @@
 """The memory layers (backend-agnostic: their math is written in `keras.ops`)."""
 
 from keras_relmem.layers.entnet import EntNetCell, EntNetEncoder, EntNetReadout
-from keras_relmem.layers.memo import MEMO, HaltingPolicy
+from keras_relmem.layers.halting import HaltingPolicy
+from keras_relmem.layers.memo import MEMO
 from keras_relmem.layers.relational_memory import RelationalMemory, RelationalMemoryCell
+from keras_relmem.layers.reversible_embedding import ReversibleEmbedding
 
 __all__ = [
     "EntNetCell",
@@ -12,4 +14,5 @@ __all__ = [
     "MEMO",
     "RelationalMemory",
     "RelationalMemoryCell",
+    "ReversibleEmbedding",
 ]

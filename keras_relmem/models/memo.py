@@ -14,7 +14,8 @@ import contextlib
 import keras
 from keras import ops
 
-from keras_relmem.layers.memo import MEMO, act_weights, check_n_step, reinforce_halting_loss, sample_halting
+from keras_relmem.layers.halting import act_weights, check_n_step, reinforce_halting_loss, sample_halting
+from keras_relmem.layers.memo import MEMO
 from keras_relmem.optimizers import SplitOptimizer
 
 # Our defaults; the paper's appendix D searches over these (D.3).

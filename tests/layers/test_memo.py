@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from keras_relmem import MEMO
-from keras_relmem.layers.memo import act_weights, bhattacharyya_distance, reinforce_halting_loss
+from keras_relmem.layers.halting import act_weights, bhattacharyya_distance, reinforce_halting_loss
 from keras_relmem.models.memo import MEMOClassifier
 from tests.helpers import assert_close, gradients, jit_compile_for_backend, randomize_weights, weights_by_name
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from keras_relmem import MEMO
-from keras_relmem.layers.memo import HaltingPolicy, act_weights, reinforce_halting_loss
+from keras_relmem.layers.halting import HaltingPolicy, act_weights, reinforce_halting_loss
 from keras_relmem.models.memo import MEMOClassifier
 from tests.helpers import assert_close, randomize_weights, weights_by_name
 from tests.layers.test_memo import DC, SQ, A, B, D, H, I, S, inputs, make_memo, np_layer_norm, np_softmax

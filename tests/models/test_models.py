@@ -156,3 +156,26 @@ def test_keras_files_load_under_every_other_backend(tmp_path):
         for path, want in expected.items():
             np.testing.assert_allclose(np.asarray(outputs[path]), want, atol=1e-4,
                                        err_msg=f"{path} under {backend}")
+
+
+def test_memo_classifier_says_what_it_returns():
+    """`outputs=` picks the logits, the logits with hops, or a training step's outputs; `returning()`
+    sets the default for Keras' steps and puts the previous one back."""
+    from keras_relmem.models import MEMOClassifier
+
+    rng = np.random.default_rng(0)
+    x = {"facts": rng.integers(1, 20, size=(4, 6, 3)), "query": rng.integers(1, 20, size=(4, 3))}
+    model = MEMOClassifier(num_answers=2, vocab_size=20, embedding_dim=8, key_size=4, max_hops=3, seed=1)
+    logits = keras.ops.convert_to_numpy(model(x))
+    assert logits.shape == (4, 2)
+    with_hops = model(x, outputs="hops")
+    assert sorted(with_hops) == ["hops", "logits"]
+    assert_close(with_hops["logits"], logits, atol=1e-6)
+    assert_close(model(x, return_hops=True)["hops"], with_hops["hops"], atol=0)
+    training = model(x, outputs="training")
+    assert tuple(training["answer_logits"].shape) == (4, 3, 2) and "halt_hop" in training
+    with model.returning("training"):
+        assert sorted(model(x)) == sorted(training)
+    assert tuple(model(x).shape) == (4, 2)
+    with pytest.raises(ValueError, match="outputs must be one of"):
+        model(x, outputs="everything")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_relmem.serving import soak
 from keras_relmem.serving.metrics import read_monitoring_config
+from keras_relmem.testing import soak
 from tests.serving.conftest import configs_for
 
 

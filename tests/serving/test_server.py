@@ -17,7 +17,7 @@ from tensorflow_serving.apis import (
 )
 
 from keras_relmem.serving.client import ServingClient
-from keras_relmem.serving.soak import predict_request
+from keras_relmem.testing.soak import predict_request
 
 STORIES = [
     ["Mary went to the kitchen.", "John moved to the garden.", "Mary travelled to the office."],
