@@ -2,19 +2,27 @@
 
 `run_layer_test` puts one layer through what every Keras layer must survive,
 on whichever backend `KERAS_BACKEND` selects: non-default constructor
-arguments, a `get_config` round trip that keeps every one of them, expected
-trainable and non-trainable weight counts, eager and symbolic calls that
-agree, a `.keras` save/load with equal outputs, one training step that moves
-every trainable weight that should learn, and a mixed-precision call that
-keeps float32 weights and stays close to float32. RNN cells are tested inside
-`keras.layers.RNN`, as users run them.
+arguments, a `get_config` round trip that keeps every one of them (also
+through JSON, as a `.keras` file stores it), expected trainable and
+non-trainable weight counts, regularizers that add to `layer.losses`, eager
+and symbolic calls that agree, a `.keras` save/load with equal outputs, one
+training step (compiled with `jit_compile` where the backend has XLA) that
+moves every trainable weight that should learn, and mixed_float16 and
+mixed_bfloat16 calls in which every sub-layer follows the policy, the weights
+stay float32 and the outputs stay close to float32. RNN cells are tested
+inside `keras.layers.RNN`, as users run them.
 """
+
+import json
 
 import keras
 import numpy as np
 from keras import ops
 
-from tests.helpers import randomize_weights
+from tests.helpers import jit_compile_for_backend, randomize_weights
+
+# Mixed-precision policies and how far their outputs may stray from float32's (bfloat16 keeps 8 bits).
+POLICIES = {"mixed_float16": 1.0, "mixed_bfloat16": 3.0}
 
 
 def _numpy(x):
@@ -52,6 +60,38 @@ def _check_config(layer_cls, layer, init_kwargs):
         assert _same(saved, value), f"get_config()[{key!r}] = {saved!r}, built with {value!r}"
     clone = layer_cls.from_config(config)
     assert clone.get_config() == config, "from_config(get_config()) changed the config"
+    # What a .keras file stores: the serialized layer, as JSON.
+    stored = json.loads(json.dumps(keras.saving.serialize_keras_object(layer)))
+    restored = keras.saving.deserialize_keras_object(stored)
+    assert type(restored) is layer_cls and restored.get_config() == config, "the JSON round trip changed the config"
+
+
+def _sublayers(layer):
+    """Every Keras layer that `layer` holds (in attributes, lists or dicts), recursively."""
+    found, todo, seen = [], [layer], {id(layer)}
+    while todo:
+        for value in vars(todo.pop()).values():
+            items = value.values() if isinstance(value, dict) else value
+            items = items if isinstance(items, (list, tuple, type({}.values()))) else [value]
+            for item in items:
+                if isinstance(item, keras.layers.Layer) and id(item) not in seen:
+                    seen.add(id(item))
+                    found.append(item)
+                    todo.append(item)
+    return found
+
+
+def _check_regularizers(layer_cls, layer, init_kwargs, run):
+    """Regularizer arguments add one loss per regularized weight; without them there are none."""
+    regularized = {k: v for k, v in init_kwargs.items() if k.endswith("_regularizer") and v is not None}
+    if not regularized:
+        return
+    losses = [_numpy(loss) for loss in layer.losses]
+    assert losses and all(np.isfinite(v) and v > 0 for v in losses), (
+        f"{sorted(regularized)} given, but layer.losses is {losses}")
+    plain = layer_cls(**{k: v for k, v in init_kwargs.items() if k not in regularized})
+    run(plain)
+    assert not plain.losses, f"no regularizer given, but layer.losses is {plain.losses}"
 
 
 def _wrap(layer, rnn):
@@ -119,6 +159,7 @@ def run_layer_test(
     assert len(layer.non_trainable_weights) == expected_num_non_trainable_weights, [
         w.path for w in layer.non_trainable_weights
     ]
+    _check_regularizers(layer_cls, layer, init_kwargs, lambda other: call(_wrap(other, rnn), input_data))
 
     # Symbolic call in a functional model: same shapes (batch left open) and,
     # with fixed random weights, the same numbers as the eager call.
@@ -146,7 +187,8 @@ def run_layer_test(
         model = _functional(layer, input_data, rnn, call)
         float_outputs = [o for o in keras.tree.flatten(model.outputs) if "float" in o.dtype]
         trainer = keras.Model(model.inputs, float_outputs)
-        trainer.compile(keras.optimizers.Adam(1e-2), loss=["mse"] * len(float_outputs))
+        trainer.compile(keras.optimizers.Adam(1e-2), loss=["mse"] * len(float_outputs),
+                        jit_compile=jit_compile_for_backend())
         before = {w.path: _numpy(w) for w in layer.trainable_weights}
         targets = [np.ones((len(np.asarray(keras.tree.flatten(input_data)[0])),) + tuple(o.shape[1:]), "float32")
                    for o in float_outputs]
@@ -156,17 +198,20 @@ def run_layer_test(
                 continue
             assert np.abs(_numpy(w) - before[w.path]).max() > 0, f"{w.path} did not train"
 
-    # Mixed precision: float32 weights, float16 math, close to float32.
+    # Mixed precision: float32 weights, float16/bfloat16 math in every sub-layer, close to float32.
     if run_mixed_precision_check:
         full = layer_cls(**init_kwargs)
         full_out = keras.tree.flatten(call(_wrap(full, rnn), input_data))
         randomize_weights(full, seed=3, scale=0.2)
         full_out = [_numpy(o) for o in keras.tree.flatten(call(_wrap(full, rnn), input_data))]
-        mixed = layer_cls(**{**init_kwargs, "dtype": "mixed_float16"})
-        call(_wrap(mixed, rnn), input_data)
-        mixed.set_weights(full.get_weights())
-        assert all(w.dtype == "float32" for w in mixed.weights)
-        assert mixed.compute_dtype == "float16"
-        mixed_out = [_numpy(o) for o in keras.tree.flatten(call(_wrap(mixed, rnn), input_data))]
-        for a, b in zip(full_out, mixed_out):
-            np.testing.assert_allclose(b, a, atol=mixed_precision_atol)
+        for policy, scale in POLICIES.items():
+            mixed = layer_cls(**{**init_kwargs, "dtype": policy})
+            call(_wrap(mixed, rnn), input_data)
+            mixed.set_weights(full.get_weights())
+            assert all(w.dtype == "float32" for w in mixed.weights)
+            assert mixed.compute_dtype == policy.split("_")[1]
+            strays = [sub.path for sub in _sublayers(mixed) if sub.dtype_policy.name != policy]
+            assert not strays, f"sub-layers not under {policy}: {strays}"
+            mixed_out = [_numpy(o) for o in keras.tree.flatten(call(_wrap(mixed, rnn), input_data))]
+            for a, b in zip(full_out, mixed_out):
+                np.testing.assert_allclose(b, a, atol=mixed_precision_atol * scale)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from keras_relmem import MEMO, EntNetCell, EntNetEncoder, EntNetReadout, RelationalMemoryCell
-from keras_relmem.layers import HaltingPolicy
+from keras_relmem.layers import HaltingPolicy, ReversibleEmbedding
 from tests.harness import run_layer_test
 
 RNG = np.random.default_rng(0)
@@ -99,4 +99,15 @@ def test_halting_policy(tmp_path):
         HaltingPolicy, dict(max_hops=4, gru_units=8, mlp_units=5, bias_init=2.0), [distance, state],
         expected_output_shape=[(3,), (3,), (3, 8)], expected_num_trainable_weights=POLICY_WEIGHTS,
         call=lambda layer, x: layer(x[0], hop=2, state=x[1]), tmp_path=tmp_path,
+    )
+
+
+def test_reversible_embedding(tmp_path):
+    ids = RNG.integers(1, 10, size=(3, 5)).astype("int32")
+    run_layer_test(
+        ReversibleEmbedding, dict(input_dim=10, output_dim=4, tie_weights=False,
+                                  embeddings_regularizer=keras.regularizers.L2(1e-3)),
+        ids, expected_output_shape=(3, 5, 10), expected_num_trainable_weights=3,  # E, the reverse E, b
+        # embed, then the tied softmax with its bias: every weight on the path to the output
+        call=lambda layer, x: layer(layer(x), reverse=True), tmp_path=tmp_path,
     )
