@@ -162,6 +162,7 @@ def train_task(task, seed, args):
         data.bucketed_dataset("train", 32, seed=seed, drop_remainder=args.jit_compile),
         validation_data=data.bucketed_dataset("validation", 256),
         epochs=args.epochs, callbacks=[budget, *schedule, best, progress], verbose=0,
+        shuffle=False,  # the dataset shuffles itself
     )
     minutes = (time.perf_counter() - start) / 60
     # read before the best epoch's weights come back: they bring that epoch's optimizer state with them

@@ -165,7 +165,7 @@ def run(args):
         hold_halting_until(model, index, args.halting_warmup_rounds)
         ds = train_dataset(data, args, seed=args.seed * 1000 + index, buckets=not args.no_buckets)
         start = time.perf_counter()
-        history = model.fit(ds, steps_per_epoch=args.steps_per_round, epochs=1, verbose=0)
+        history = model.fit(ds, steps_per_epoch=args.steps_per_round, epochs=1, verbose=0, shuffle=False)
         seconds = time.perf_counter() - start
         return {
             "examples": (index + 1) * args.steps_per_round * args.batch_size,
@@ -206,7 +206,7 @@ def run(args):
 
 def reset_halting_network(model):
     """Give the halting network fresh initial weights (MEMO itself keeps its training)."""
-    from keras_relmem.layers.memo import HaltingPolicy
+    from keras_relmem.layers.halting import HaltingPolicy
 
     policy = model.memo.policy
     fresh = HaltingPolicy.from_config(policy.get_config())
@@ -237,9 +237,9 @@ def speed(args):
         for bound in data_bucket_bounds(data) if buckets else [data.story_length]:
             model.train_on_batch({"story": arrays["story"][rows, :bound], "query": arrays["query"][rows],
                                   "time": arrays["time"][rows, :bound]}, arrays["answer"][rows])
-        model.fit(ds, steps_per_epoch=5, epochs=1, verbose=0)
+        model.fit(ds, steps_per_epoch=5, epochs=1, verbose=0, shuffle=False)
         start = time.perf_counter()
-        model.fit(ds, steps_per_epoch=args.speed_steps, epochs=1, verbose=0)
+        model.fit(ds, steps_per_epoch=args.speed_steps, epochs=1, verbose=0, shuffle=False)
         rate = args.speed_steps * args.batch_size / (time.perf_counter() - start)
         rates[label] = round(rate, 1)
         print(f"{label:16s} {rate:8.1f} examples/s", flush=True)

@@ -452,6 +452,11 @@ class BabiData:
 
         signature = ({name: spec(name) for name in features}, spec("answer"))
         ds = tf.data.Dataset.from_generator(batches, output_signature=signature)
+        # Every pass yields the same number of batches: saying so gives Keras' progress bar its
+        # total and spares `fit` its "input ran out of data" warning at the end of each epoch.
+        sizes = np.bincount(bucket, minlength=len(bounds))
+        count = int(np.sum(sizes // batch_size if drop_remainder else -(-sizes // batch_size)))
+        ds = ds.apply(tf.data.experimental.assert_cardinality(count))
         return ds.prefetch(tf.data.AUTOTUNE)
 
 
