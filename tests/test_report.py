@@ -1,0 +1,57 @@
+"""The results page and the README's results table are what the JSON files in bench/results/ give."""
+
+import json
+
+import pytest
+
+from bench import report
+
+
+def test_every_results_file_is_catalogued_and_every_entry_exists():
+    assert report.check_catalogue() == []
+
+
+def test_committed_pages_match_the_json():
+    """Fails when a results file changed (or the page was edited by hand) without `python -m bench.report`."""
+    assert report.PAGE.read_text() == report.page(), "docs/results.md is stale: run python -m bench.report"
+    readme = report.README.read_text()
+    assert report.readme(readme) == readme, "README.md's results table is stale: run python -m bench.report"
+
+
+def test_an_uncatalogued_file_is_an_error(tmp_path, monkeypatch):
+    for section in report.CATALOGUE:
+        for entry in section.entries:
+            for name in filter(None, (entry.name, entry.picture)):
+                (tmp_path / name).write_text("{}")
+    (tmp_path / "orphan.json").write_text("{}")
+    monkeypatch.setattr(report, "RESULTS_DIR", tmp_path)
+    assert report.check_catalogue() == [
+        "bench/results/orphan.json is in no table: add it to bench/report.py's CATALOGUE or remove it"]
+    (tmp_path / "memo_babi.json").unlink()
+    assert "bench/report.py lists bench/results/memo_babi.json, which does not exist" in report.check_catalogue()
+
+
+@pytest.mark.parametrize("entry", [e for s in report.CATALOGUE for e in s.entries if not e.command],
+                         ids=lambda e: e.name)
+def test_each_command_parses_back_to_the_recorded_arguments(entry):
+    """The page's command, run through its bench's parser, gives the arguments the file recorded."""
+    import importlib
+
+    module = importlib.import_module(f"bench.{entry.bench}")
+    results = json.loads((report.RESULTS_DIR / entry.name).read_text())
+    recorded_args = results["args"]
+    runs = recorded_args.values() if all(isinstance(v, dict) for v in recorded_args.values()) else [recorded_args]
+    for recorded in runs:
+        command = report.command_for(entry.bench, recorded).split()[3:]  # after `python -m bench.x`
+        parsed = vars(module.parse_args(command))
+        for key, value in recorded.items():
+            if key in report.NOT_IN_COMMAND or key not in parsed:
+                continue
+            assert parsed[key] == value, f"{key}: the command gives {parsed[key]!r}, the run had {value!r}"
+
+
+def test_command_for_writes_only_what_differs_from_the_defaults():
+    recorded = {"budget_minutes": 10.0, "schedule": "cyclic", "tied_keys": True, "weight_decay": 0.02,
+                "jit_compile": False, "threads": 1, "tasks": [1, 2], "results": "x.json"}
+    assert report.command_for("babi_entnet", recorded) == (
+        "python -m bench.babi_entnet --schedule cyclic --tied-keys --weight-decay 0.02 --no-jit-compile --threads 1")
