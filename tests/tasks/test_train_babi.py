@@ -187,3 +187,16 @@ def test_quick_default_survives_run_control_flags():
     recipe = babi_task.resolve_args(["--task", "2"])
     assert not recipe.quick_default and recipe.epochs == 200
     assert babi_task.resolve_args(["--model", "rmc"]).epochs == 100
+
+
+def test_entnet_trains_the_best_measured_recipe_and_the_papers_is_one_flag_away():
+    def recipe(*argv):
+        args = babi_task.resolve_args(list(argv))
+        return args.schedule, args.tied_keys, args.weight_decay
+
+    assert recipe() == ("cyclic", True, 0.02)  # the quick start too
+    assert recipe("--task", "2", "--data", "en-10k") == ("cyclic", True, 0.02)
+    assert recipe("--paper-recipe") == ("step", False, 0.0)
+    assert recipe("--paper-recipe", "--tied-keys") == ("step", True, 0.0)  # a flag overrides either recipe
+    assert recipe("--no-tied-keys", "--weight-decay", "0") == ("cyclic", False, 0.0)
+    assert recipe("--model", "rmc") == ("step", False, 0.0)  # other models keep their step schedule
