@@ -114,3 +114,11 @@ def record_unfinished(path, key, summary, arguments, budget_minutes):
             merge_result(path, key, {"complete": False, **summary(curve)}, arguments)
 
     return record
+
+
+def draw_model_curves(results, metric, label, title, results_path, **kwargs):
+    """The RMC's and the LSTM's curves of `metric` against training minutes, beside the results file (PNG)."""
+    from keras_relmem.viz import budget_curves
+
+    return budget_curves({name.upper(): results[name]["curve"] for name in ("rmc", "lstm") if name in results},
+                         metric, label, title, pathlib.Path(results_path).with_suffix(".png"), **kwargs)

@@ -50,15 +50,17 @@ def parse_args(argv=None):
     parser.add_argument("--data-dir", default=None, help="folder holding babi/ (default $KERAS_RELMEM_DATA)")
     parser.add_argument("--budget-minutes", type=float, default=120.0)
     parser.add_argument("--steps-per-round", type=int, default=400, help="training batches between evaluations")
-    parser.add_argument("--memory-size", type=int, default=320)
+    parser.add_argument("--memory-size", type=int, default=320,
+                        help="most recent sentences kept per story (320 keeps every story whole)")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--clipnorm", type=float, default=10.0)
-    parser.add_argument("--embedding-dim", type=int, default=64)
-    parser.add_argument("--num-heads", type=int, default=4)
-    parser.add_argument("--key-size", type=int, default=32)
-    parser.add_argument("--max-hops", type=int, default=5)
-    parser.add_argument("--halting-warmup-rounds", type=int, default=10)
+    parser.add_argument("--learning-rate", type=float, default=1e-3, help="Adam's rate for MEMO")
+    parser.add_argument("--clipnorm", type=float, default=10.0, help="gradient-norm clip of each variable")
+    parser.add_argument("--embedding-dim", type=int, default=64, help="word embedding size")
+    parser.add_argument("--num-heads", type=int, default=4, help="MEMO's attention heads")
+    parser.add_argument("--key-size", type=int, default=32, help="MEMO's key size per head")
+    parser.add_argument("--max-hops", type=int, default=5, help="MEMO's hard stop N")
+    parser.add_argument("--halting-warmup-rounds", type=int, default=10,
+                        help="rounds before the halting network starts learning")
     add_halting_arguments(parser)
     parser.add_argument("--reset-halting", action="store_true",
                         help="re-initialise the halting network of a resumed MEMO before this sitting trains "

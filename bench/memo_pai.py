@@ -43,18 +43,10 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from bench import memo as memo_bench  # noqa: E402
 from bench.budget import anneal_learning_rate, train_within_budget  # noqa: E402
 from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
-from bench.memo import (  # noqa: E402
-    add_halting_arguments,
-    apply_halting_arguments,
-    build_classifier,
-    hold_halting_until,
-    label,
-    predict_with_hops,
-    warm_start_memo,
-)
-from bench.results import RESULTS_DIR, read_results, record_model_result  # noqa: E402
+from bench.results import RESULTS_DIR, cell, read_results, record_model_result  # noqa: E402
 
 RESULTS = RESULTS_DIR / "memo_pai.json"
 # Banino et al. 2020: MEMO's test accuracy (%) by query type, Table 1 (length 3),
@@ -92,7 +84,7 @@ def parse_args(argv=None):
     parser.add_argument("--warm-start", default=None, metavar="MODEL_KERAS",
                         help="a fresh run starts from this saved MEMO's weights with a new halting network "
                              "(e.g. to try --halting-inputs on a trained model)")
-    add_halting_arguments(parser)
+    memo_bench.add_halting_arguments(parser)
     add_bench_arguments(parser, "runs/bench_memo_pai", RESULTS, "print the tables from the JSON")
     parser.add_argument("--latency", action="store_true",
                         help="MEMO's inference latency by hops taken, from the trained model in --workdir")
@@ -152,18 +144,18 @@ def inputs(data):
 
 
 def build(args):
-    model = build_classifier(args, args.num_items if args.answer == "identity" else 2, embedding_dim=64,
-                             num_heads=4, key_size=32)
+    answers = args.num_items if args.answer == "identity" else 2
+    model = memo_bench.build_classifier(args, answers, embedding_dim=64, num_heads=4, key_size=32)
     if args.warm_start:
         model(inputs(episodes(2, 4, args, seed=0)))  # build, so that there are weights to copy into
-        copied = warm_start_memo(model, args.warm_start)
+        copied = memo_bench.warm_start_memo(model, args.warm_start)
         print(f"warm start: {copied} weights from {args.warm_start}, a fresh halting network", flush=True)
     return model
 
 
 def test_pass(model, data, answer):
     """Per-example correctness and hops on a test set."""
-    logits, hops = predict_with_hops(model, inputs(data))
+    logits, hops = memo_bench.predict_with_hops(model, inputs(data))
     return choice(logits, data["query_ids"], answer) == data["target"], hops
 
 
@@ -208,7 +200,7 @@ def run(args):
     def train_round(model, index):
         import numpy as np
 
-        hold_halting_until(model, index, args.halting_warmup)
+        memo_bench.hold_halting_until(model, index, args.halting_warmup)
         sequences = current["sequences"] = sequences_at(stages, index)
         data = episodes(args.episodes, sequences, args, seed=args.seed * 100_000 + index)
         start = time.perf_counter()
@@ -234,7 +226,8 @@ def run(args):
     def describe(entry):
         accuracy = "  ".join(f"{k} {v:5.1f}" for k, v in entry["accuracy"].items())
         hops = " ".join(f"{v:.2f}" for v in entry["hops_by_distance"].values())
-        return (f"{label(args.model)} L={args.length} round {entry['round']:3d} ({entry['sequences']:2d} seq) "
+        return (f"{memo_bench.label(args.model)} L={args.length} round {entry['round']:3d} "
+                f"({entry['sequences']:2d} seq) "
                 f"{entry['minutes']:5.1f} min  {accuracy}  hops by distance {hops}")
 
     def record(curve, complete=False):
@@ -251,13 +244,9 @@ def run(args):
 
     curve, _ = train_within_budget(lambda: build(args), train_round, evaluate, workdir, args.budget_minutes,
                                    describe=describe, on_round=record, before_round=anneal,
-                                   on_resume=lambda model: apply_halting_arguments(model, args))
+                                   on_resume=lambda model: memo_bench.apply_halting_arguments(model, args))
     record(curve, complete=True)
     report(args)
-
-
-def _cell(value, spec=".2f"):
-    return "" if value is None else format(value, spec)
 
 
 def markdown(results):
@@ -270,8 +259,8 @@ def markdown(results):
         lines = [f"Paired associative inference, length {length}:", "",
                  "| query | MEMO % | MEMO hops | EMN % | paper MEMO % |", "|---|---|---|---|---|"]
         for kind in kinds:
-            lines.append(f"| {kind} | {_cell(entry.get(kind))} | {_cell(entry.get('hops', {}).get(kind))} "
-                         f"| {_cell(emn.get(kind))} | {_cell(PAPER.get(length, {}).get(kind))} |")
+            lines.append(f"| {kind} | {cell(entry.get(kind))} | {cell(entry.get('hops', {}).get(kind))} "
+                         f"| {cell(emn.get(kind))} | {cell(PAPER.get(length, {}).get(kind))} |")
         lines.append("")
         for name, result in (("MEMO", entry), ("EMN", emn)):
             if "minutes" in result:

@@ -35,17 +35,10 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from bench import memo as memo_bench  # noqa: E402
 from bench.budget import train_within_budget  # noqa: E402
 from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
-from bench.memo import (  # noqa: E402
-    add_halting_arguments,
-    apply_halting_arguments,
-    build_classifier,
-    hold_halting_until,
-    label,
-    predict_with_hops,
-)
-from bench.results import RESULTS_DIR, read_results, record_model_result  # noqa: E402
+from bench.results import RESULTS_DIR, cell, read_results, record_model_result  # noqa: E402
 
 RESULTS = RESULTS_DIR / "memo_shortest_path.json"
 SETTINGS = ("10/2/2", "20/3/3", "20/5/3")
@@ -83,7 +76,7 @@ def parse_args(argv=None):
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--halting-warmup", type=int, default=10,
                         help="rounds before the halting network starts learning")
-    add_halting_arguments(parser)
+    memo_bench.add_halting_arguments(parser)
     add_bench_arguments(parser, "runs/bench_memo_shortest_path", RESULTS)
     args = parser.parse_args(argv)
     args.nodes, args.degree, args.length = parse_setting(args.setting)
@@ -122,15 +115,16 @@ def training_examples(data, length):
 
 
 def build(args):
-    return build_classifier(args, args.nodes, vocab_size=args.nodes + 1, embedding_dim=args.embedding_dim,
-                            num_heads=args.num_heads, key_size=args.key_size, sum_fact_items=args.model != "memo")
+    return memo_bench.build_classifier(args, args.nodes, vocab_size=args.nodes + 1, embedding_dim=args.embedding_dim,
+                                       num_heads=args.num_heads, key_size=args.key_size,
+                                       sum_fact_items=args.model != "memo")
 
 
 def predict(model, x):
     """(predicted node, hops) for every query."""
     import numpy as np
 
-    logits, hops = predict_with_hops(model, x, batch_size=512)
+    logits, hops = memo_bench.predict_with_hops(model, x, batch_size=512)
     return np.argmax(logits, -1), hops
 
 
@@ -158,7 +152,7 @@ def run(args):
     test = graphs(args.test, args, seed=1_000_003)  # seeds of training rounds stay below this
 
     def train_round(model, index):
-        hold_halting_until(model, index, args.halting_warmup)
+        memo_bench.hold_halting_until(model, index, args.halting_warmup)
         x, y = training_examples(graphs(args.graphs, args, seed=args.seed * 10_000 + index), args.length)
         start = time.perf_counter()
         history = model.fit(x, y, batch_size=args.batch_size, epochs=1, verbose=0)
@@ -169,8 +163,8 @@ def run(args):
 
     def describe(entry):
         nodes = "  ".join(f"{name} {entry[name]:5.1f}%" for name in NODE_NAMES if name in entry)
-        return (f"{label(args.model)} {args.setting} round {entry['round']:3d} {entry['minutes']:5.1f} min  {nodes}  "
-                f"path {entry['path']:5.1f}%  hops {entry['hops']}")
+        return (f"{memo_bench.label(args.model)} {args.setting} round {entry['round']:3d} "
+                f"{entry['minutes']:5.1f} min  {nodes}  path {entry['path']:5.1f}%  hops {entry['hops']}")
 
     def record(curve, complete=False):
         last = curve[-1]
@@ -183,13 +177,9 @@ def run(args):
     curve, _ = train_within_budget(lambda: build(args), train_round,
                                    lambda model: test_pass(model, test, args.length), workdir,
                                    args.budget_minutes, describe=describe, on_round=record,
-                                   on_resume=lambda model: apply_halting_arguments(model, args))
+                                   on_resume=lambda model: memo_bench.apply_halting_arguments(model, args))
     record(curve, complete=True)
     report(args)
-
-
-def _cell(value, spec=".2f"):
-    return "" if value is None else format(value, spec)
 
 
 def markdown(results):
@@ -204,8 +194,8 @@ def markdown(results):
                 continue
             paper = PAPER["MEMO"].get(setting, (None, None))[index] if index < 2 else None
             dnc = PAPER["DNC"].get(setting, (None, None))[index] if index < 2 else None
-            lines.append(f"| {setting} | {name} | {_cell(entry.get(name))} | {_cell(entry.get('hops', {}).get(name))} "
-                         f"| {_cell(emn.get(name))} | {_cell(paper, '.1f')} | {_cell(dnc, '.1f')} |")
+            lines.append(f"| {setting} | {name} | {cell(entry.get(name))} | {cell(entry.get('hops', {}).get(name))} "
+                         f"| {cell(emn.get(name))} | {cell(paper, '.1f')} | {cell(dnc, '.1f')} |")
         for model, result in (("MEMO", entry), ("EMN", emn)):
             if "minutes" in result:
                 state = "complete" if result.get("complete") else "unfinished"

@@ -25,7 +25,7 @@ import os
 import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from bench.budget import record_unfinished, train_within_budget  # noqa: E402
+from bench.budget import draw_model_curves, record_unfinished, train_within_budget  # noqa: E402
 from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
 from bench.results import RESULTS_DIR, merge_result, read_results  # noqa: E402
 
@@ -130,13 +130,8 @@ def markdown(results):
 def report(args):
     results = read_results(args.results)
     print(markdown(results))
-    from keras_relmem.viz import budget_curves
-
-    path = budget_curves(
-        {name.upper(): results[name]["curve"] for name in ("rmc", "lstm") if name in results},
-        "test_accuracy", "test accuracy (%)", "Nth Farthest: equal training time on one CPU core",
-        pathlib.Path(args.results).with_suffix(".png"),
-    )
+    path = draw_model_curves(results, "test_accuracy", "test accuracy (%)",
+                             "Nth Farthest: equal training time on one CPU core", args.results)
     print(f"Wrote {path}")
 
 

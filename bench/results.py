@@ -56,3 +56,8 @@ def merge_result(path, key, value, arguments, update=False):
         results.setdefault("args", {})["/".join(keys)] = arguments
         write_json(path, results)
     return results
+
+
+def cell(value, spec=".2f"):
+    """A table cell: `value` formatted by `spec`, or empty when there is none."""
+    return "" if value is None else format(value, spec)

@@ -26,9 +26,9 @@ def test_an_uncatalogued_file_is_an_error(tmp_path, monkeypatch):
     (tmp_path / "orphan.json").write_text("{}")
     monkeypatch.setattr(report, "RESULTS_DIR", tmp_path)
     assert report.check_catalogue() == [
-        "bench/results/orphan.json is in no table: add it to bench/report.py's CATALOGUE or remove it"]
+        "bench/results/orphan.json is in no table: add it to bench/catalogue.toml or remove it"]
     (tmp_path / "memo_babi.json").unlink()
-    assert "bench/report.py lists bench/results/memo_babi.json, which does not exist" in report.check_catalogue()
+    assert "bench/catalogue.toml lists bench/results/memo_babi.json, which does not exist" in report.check_catalogue()
 
 
 @pytest.mark.parametrize("entry", [e for s in report.CATALOGUE for e in s.entries if not e.command],
