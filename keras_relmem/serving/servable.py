@@ -25,15 +25,16 @@ def _parse_saved_model(path):
     path = pathlib.Path(path)
     saved_model = saved_model_pb2.SavedModel()
     binary, text = path / "saved_model.pb", path / "saved_model.pbtxt"
+    if not binary.is_file() and not text.is_file():
+        raise OSError(f"SavedModel file does not exist at: {path}/{{saved_model.pbtxt|saved_model.pb}}")
+    source = binary if binary.is_file() else text
     try:
-        if binary.is_file():
+        if source is binary:
             saved_model.ParseFromString(binary.read_bytes())
-        elif text.is_file():
-            text_format.Parse(text.read_text(), saved_model)
         else:
-            raise OSError(f"SavedModel file does not exist at: {path}/{{saved_model.pbtxt|saved_model.pb}}")
+            text_format.Parse(text.read_text(), saved_model)
     except (message.DecodeError, text_format.ParseError, UnicodeDecodeError) as error:
-        raise OSError(f"Cannot parse the SavedModel in {path}: {error}") from error
+        raise OSError(f"Cannot parse {source}: {error}") from error
     return saved_model
 
 
