@@ -14,7 +14,7 @@ def add_halting_arguments(parser):
 
     The defaults are the ones that kept the halting policy from collapsing to
     one hop on joint bAbI and on PAI (MEMOClassifier's own defaults,
-    "visited" and 0.9, did collapse it: README, "MEMO on joint bAbI").
+    "visited" and 0.9, did collapse it: docs/results.md, the PAI and joint bAbI experiments).
     """
     parser.add_argument("--answer-loss", choices=("all", "visited"), default="all",
                         help="hops whose answers the cross-entropy trains (MEMOClassifier's answer_loss); "

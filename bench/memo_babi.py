@@ -15,8 +15,8 @@ has 228). Batches are bucketed by story length
 (`BabiData.bucketed_dataset`), so the model works on padded facts only up to
 its bucket's bound instead of the longest story's 228.
 
-The recipe, and what differs from the paper: see `--help` and the README's
-MEMO section. The halting network waits `--halting-warmup-rounds` rounds
+The recipe, and what differs from the paper: see `--help` and the joint bAbI
+entries of docs/results.md. The halting network waits `--halting-warmup-rounds` rounds
 before it learns (as in `bench.memo_pai`: until MEMO can answer, the hop
 cost alone teaches it to stop after one hop).
 

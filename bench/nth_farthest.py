@@ -9,7 +9,7 @@ every round under `--workdir/<model>`, and a rerun continues. The result goes
 into `bench/results/nth_farthest.json` as
 `{"rmc": {"accuracy": %, "minutes": m, "curve": [...]}, "lstm": {...}, "args": ...}`.
 
-Scaled down from the paper for a CPU (listed in the README): the paper's RMC
+Scaled down from the paper for a CPU: the paper's RMC
 (Sonnet's example: 4 memories, 4 heads, 4 blocks, head size 2048, batch 1600,
 Adam 1e-4, a 4 x 256 MLP) becomes 4 memories, 4 heads, head size 64, 1 block,
 batch 64, Adam 1e-3, with the same 4 x 256 MLP; the LSTM has 512 units.

@@ -90,7 +90,7 @@ class MEMO(keras.layers.Layer):
             associative inference of length 5 the distance profile over hops
             was the same for every query type, and the policy took the same
             number of hops on all; the entropy drops at the hop where each
-            type becomes answerable (README, "MEMO's longer chains").
+            type becomes answerable (docs/results.md, the PAI experiments).
         act_epsilon: ACT's epsilon (default 0.01).
         kernel_initializer: initializer of the projections (default glorot).
         seed: optional int seed for dropout.

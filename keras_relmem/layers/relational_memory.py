@@ -450,7 +450,6 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
         return config
 
 
-# The RelationalMemoryCell arguments that RelationalMemory passes to its cell.
 class _PrecomputedInputsCell(RelationalMemoryCell):
     """The cell `RelationalMemory` runs: its step input is one step of `precompute_inputs(sequence)`
     (the input-only terms, already computed for the whole sequence), not a raw input row.
@@ -470,6 +469,7 @@ class _PrecomputedInputsCell(RelationalMemoryCell):
         return flat, [flat]
 
 
+# The RelationalMemoryCell arguments that RelationalMemory passes to its cell.
 _CELL_ARGUMENTS = tuple(
     name
     for name in inspect.signature(RelationalMemoryCell.__init__).parameters
