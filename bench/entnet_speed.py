@@ -26,11 +26,11 @@ import argparse
 import json
 import os
 import pathlib
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from bench.cli import limit_threads  # noqa: E402
 from bench.results import RESULTS_DIR  # noqa: E402
+from bench.timing import seconds_for_steps  # noqa: E402
 
 RESULTS = RESULTS_DIR / "entnet_speed.json"
 
@@ -105,10 +105,7 @@ def main(argv=None):
         # Trace (and compile, under XLA) every batch shape before timing, through fit's own function.
         model.fit(one_batch_per_shape(ds, arrays, shapes, args.batch_size), epochs=1, verbose=0, shuffle=False)
         ds = ds.repeat()
-        model.fit(ds, steps_per_epoch=3, epochs=1, verbose=0, shuffle=False)
-        start = time.perf_counter()
-        model.fit(ds, steps_per_epoch=args.steps, epochs=1, verbose=0, shuffle=False)
-        seconds = time.perf_counter() - start
+        seconds = seconds_for_steps(model, ds, args.steps, settle=3)
         rates[path] = {"steps_per_s": round(args.steps / seconds, 2),
                        "epoch_seconds": round(steps_per_epoch * seconds / args.steps, 1)}
         print(f"{path:16s} {rates[path]['steps_per_s']:6.2f} steps/s, {rates[path]['epoch_seconds']:7.1f} s "

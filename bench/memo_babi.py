@@ -37,6 +37,7 @@ from bench.budget import train_within_budget  # noqa: E402
 from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
 from bench.memo import add_halting_arguments, apply_halting_arguments, halting_settings, hold_halting_until  # noqa: E402
 from bench.results import RESULTS_DIR, read_results  # noqa: E402
+from bench.timing import seconds_for_steps  # noqa: E402
 
 RESULTS = RESULTS_DIR / "memo_babi.json"
 SPEED_RESULTS = RESULTS_DIR / "memo_babi_speed.json"
@@ -239,10 +240,7 @@ def speed(args):
         for bound in data_bucket_bounds(data) if buckets else [data.story_length]:
             model.train_on_batch({"story": arrays["story"][rows, :bound], "query": arrays["query"][rows],
                                   "time": arrays["time"][rows, :bound]}, arrays["answer"][rows])
-        model.fit(ds, steps_per_epoch=5, epochs=1, verbose=0, shuffle=False)
-        start = time.perf_counter()
-        model.fit(ds, steps_per_epoch=args.speed_steps, epochs=1, verbose=0, shuffle=False)
-        rate = args.speed_steps * args.batch_size / (time.perf_counter() - start)
+        rate = args.speed_steps * args.batch_size / seconds_for_steps(model, ds, args.speed_steps, settle=5)
         rates[label] = round(rate, 1)
         print(f"{label:16s} {rate:8.1f} examples/s", flush=True)
     rates["speed-up"] = round(max(rates["bucketed"], rates["bucketed + XLA"]) / rates["padded"], 2)

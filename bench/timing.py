@@ -28,3 +28,16 @@ def seconds_per_step(model, x, y, batch_size, warmup=2):
     if not steady:
         raise ValueError("Give more batches than warm-up steps.")
     return float(np.median(steady))
+
+
+def seconds_for_steps(model, dataset, steps, settle=3):
+    """Wall seconds of `steps` training batches of `dataset` (repeated), after `settle` untimed batches.
+
+    Trace or compile every batch shape first (one batch of each through
+    `fit`): the settling batches only take up the steady state, so no
+    tracing or XLA compilation lands in the timed steps.
+    """
+    model.fit(dataset, steps_per_epoch=settle, epochs=1, verbose=0, shuffle=False)
+    start = time.perf_counter()
+    model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False)
+    return time.perf_counter() - start
