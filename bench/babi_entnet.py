@@ -25,10 +25,18 @@ improved for `--patience` epochs (`keras.callbacks.ReduceLROnPlateau`);
 `--story-mask-init normal` follow the authors' Lua code where Keras'
 defaults differ (see `optimizer` and the flags' help). `--weight-decay`
 (default 0, as the paper) adds AdamW's decoupled weight decay (Loshchilov &
-Hutter 2019), which task 19 needs to generalise within minutes.
+Hutter 2019), which task 19 needs to generalise within minutes;
+`--decay-scope matrices` spares the positional masks, PReLU slopes and biases
+(`keras_relmem.training.adam`). `--embedding-stddev` draws the embeddings,
+and so the tied keys, from N(0, stddev) (the paper's 0.1).
+`tasks/train_babi.py`'s default recipe is
+`--schedule cyclic --tied-keys --weight-decay 0.02 --decay-scope matrices
+--embedding-stddev 0.3`.
 
 Usage:
     KERAS_RELMEM_DATA=../shared/data python -m bench.babi_entnet --budget-minutes 10
+    python -m bench.babi_entnet --schedule cyclic --tied-keys --weight-decay 0.02 --decay-scope matrices \
+        --embedding-stddev 0.3 --seeds 0 1 2 3 4 --threads 1 --results bench/results/babi_entnet_seeds.json
     python -m bench.babi_entnet --report
     python -m bench.babi_entnet --merge other_sitting.json   # its seeds join the table's best-of-seeds
 """
@@ -47,6 +55,7 @@ import keras  # noqa: E402
 
 from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
 from bench.results import RESULTS_DIR, merge_result, read_results  # noqa: E402
+from keras_relmem import training  # noqa: E402
 
 RESULTS = RESULTS_DIR / "babi_entnet.json"
 # Henaff et al. 2017, Table 2 (10k), and the authors' repository (EntNet-babi/README.md): test error %.
@@ -73,12 +82,17 @@ def parse_args(argv=None):
     parser.add_argument("--tied-keys", action="store_true", help="one block per entity word, keys = its embedding")
     parser.add_argument("--weight-decay", type=float, default=0.0,
                         help="decoupled weight decay (AdamW; Loshchilov & Hutter 2019); the paper uses none")
+    parser.add_argument("--decay-scope", choices=("all", "matrices"), default="all",
+                        help="which weights --weight-decay shrinks: all, or the embedding and kernels only "
+                             "(not the positional masks and PReLU slopes, which start at one, nor biases)")
     parser.add_argument("--clip", choices=("keras", "authors"), default="keras",
                         help="keras: Adam(clipnorm=40), each variable's gradient of the batch-mean loss; authors: "
                              "entnet.lua's global norm 40 of the batch-summed loss's gradient, Torch's Adam epsilon")
     parser.add_argument("--story-mask-init", choices=("ones", "normal"), default="ones",
                         help="story encoder's positional mask at ones (bag of words) or N(0, 0.1) as entnet.lua "
                              "leaves it (it fills only the query encoder's mask with ones)")
+    parser.add_argument("--embedding-stddev", type=float, default=0.1,
+                        help="the word embeddings' (and tied keys') initial N(0, stddev), 0.1 as the paper")
     parser.add_argument("--no-jit-compile", dest="jit_compile", action="store_false")
     parser.add_argument("--data-dir", default=None)
     add_bench_arguments(parser, "runs/bench_babi_entnet", RESULTS, seed=False)
@@ -109,9 +123,9 @@ class TimeBudget(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
-def optimizer(learning_rate, clip, batch_size=32, clipnorm=40.0, weight_decay=0.0):
-    """Adam as `--clip` asks, with decoupled `weight_decay` (each step, every weight shrinks by
-    learning rate x weight_decay of itself; Keras' optimizers do this as AdamW) when it is not 0.
+def optimizer(learning_rate, clip, batch_size=32, clipnorm=40.0, weight_decay=0.0, decay_scope="all"):
+    """Adam as `--clip` asks, with decoupled `weight_decay` on the weights `decay_scope` names
+    (`keras_relmem.training.adam`) when it is not 0.
 
     "authors": entnet.lua sums the loss over the batch (ClassNLLCriterion,
     sizeAverage = false), rescales the whole gradient when its norm exceeds
@@ -120,11 +134,9 @@ def optimizer(learning_rate, clip, batch_size=32, clipnorm=40.0, weight_decay=0.
     from Keras' batch-mean loss with the clip and epsilon divided by the
     batch size.
     """
-    decay = weight_decay or None  # None, not 0: Keras skips the decay step only for None
-    if clip == "authors":
-        return keras.optimizers.Adam(learning_rate, global_clipnorm=clipnorm / batch_size, epsilon=1e-8 / batch_size,
-                                     weight_decay=decay)
-    return keras.optimizers.Adam(learning_rate, clipnorm=clipnorm, weight_decay=decay)
+    clipping = ({"global_clipnorm": clipnorm / batch_size, "epsilon": 1e-8 / batch_size} if clip == "authors"
+                else {"clipnorm": clipnorm})
+    return training.adam(learning_rate, weight_decay=weight_decay, decay_scope=decay_scope, **clipping)
 
 
 def train_task(task, seed, args):
@@ -133,7 +145,6 @@ def train_task(task, seed, args):
     from keras_relmem.data import babi, load_babi
     from keras_relmem.models import build_babi_model
     from keras_relmem.tasks.babi import per_task_accuracy
-    from keras_relmem.training import learning_rate_schedule
 
     data_name = "en" if task == 3 else "en-10k"
     keras.utils.set_random_seed(seed)
@@ -141,13 +152,16 @@ def train_task(task, seed, args):
     extra = {"entity_ids": babi.entity_ids(data.vocab)} if args.tied_keys else {}
     model = build_babi_model("entnet", len(data.vocab), len(data.answer_vocab), data.story_length,
                              data.sentence_length, data.query_length, **extra)
-    rate, schedule = learning_rate_schedule(
+    rate, schedule = training.learning_rate_schedule(
         args.schedule, args.learning_rate, steps_per_epoch=len(data.story_lengths("train")) // 32,
         patience=args.patience, minimum=args.min_learning_rate, half_cycle_epochs=args.half_cycle_epochs)
     if args.story_mask_init == "normal":
         mask = model.get_layer("story_encoder").positional_mask
         mask.assign(keras.initializers.RandomNormal(stddev=0.1, seed=seed)(mask.shape))
-    model.compile(optimizer(rate, args.clip, weight_decay=args.weight_decay),
+    if args.embedding_stddev != 0.1:
+        embeddings = model.get_layer("embedding").embeddings
+        embeddings.assign(keras.initializers.RandomNormal(stddev=args.embedding_stddev, seed=seed)(embeddings.shape))
+    model.compile(optimizer(rate, args.clip, weight_decay=args.weight_decay, decay_scope=args.decay_scope),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"],
                   jit_compile=args.jit_compile)
     budget = TimeBudget(args.budget_minutes * 60)
@@ -181,8 +195,9 @@ def train_task(task, seed, args):
 
 def _best_of(runs):
     """A task's entry: all its `runs` ({seed: run}), showing the best by validation error (as the
-    paper: the best of its runs)."""
-    return {**min(runs.values(), key=lambda r: r["validation_error"]), "runs": runs}
+    paper: the best of its runs), and what one seed gives (`seed_summary`: median, worst,
+    solved_seeds, seeds)."""
+    return {**min(runs.values(), key=lambda r: r["validation_error"]), **seed_summary(runs), "runs": runs}
 
 
 def _with_run(seed, result, entry):
@@ -211,10 +226,12 @@ def run(args):
 
 # Arguments that make a run another recipe: its seeds cannot join this table's best-of-seeds.
 RECIPE = ("budget_minutes", "epochs", "schedule", "patience", "learning_rate", "min_learning_rate",
-          "half_cycle_epochs", "tied_keys", "clip", "story_mask_init", "weight_decay")
+          "half_cycle_epochs", "tied_keys", "clip", "story_mask_init", "weight_decay", "decay_scope",
+          "embedding_stddev")
 # Recipe arguments added later: results written before them ran with these values.
 RECIPE_DEFAULTS = {"min_learning_rate": 2e-4, "half_cycle_epochs": 10, "clip": "keras", "story_mask_init": "ones",
-                   "weight_decay": 0.0}
+                   "weight_decay": 0.0, "decay_scope": "all",
+                   "embedding_stddev": 0.1}
 
 
 def _recipe(arguments, key):

@@ -164,6 +164,47 @@ def write_json(path, obj):
     write_text_atomic(path, json.dumps(obj, indent=2))
 
 
+# Weights that start at one (multiplicative masks, PReLU slopes) or are biases: decay would pull them to
+# zero, so `decay_scope="matrices"` leaves them to Adam alone, as is usual for biases and scales.
+DECAY_EXCLUDED = ("positional_mask", "alpha", "bias")
+
+
+def adam(learning_rate, weight_decay=0.0, decay_scope="all", **kwargs):
+    """Adam, with AdamW's decoupled weight decay when `weight_decay` is not 0.
+
+    Each step every decayed weight shrinks by learning rate x `weight_decay`
+    of itself, outside Adam's moments (Loshchilov & Hutter 2019, "Decoupled
+    weight decay regularization", Algorithm 2).
+
+    Args:
+        learning_rate: float or schedule.
+        weight_decay: float >= 0 (0: plain Adam).
+        decay_scope: `"all"` decays every weight; `"matrices"` only the
+            embeddings and kernels, not the weights whose names contain
+            `DECAY_EXCLUDED` (positional masks and PReLU slopes, which start
+            at one, and biases).
+        **kwargs: the rest of `keras.optimizers.Adam`'s arguments (`clipnorm`, ...).
+
+    Example:
+
+    ```python
+    >>> optimizer = adam(0.01, weight_decay=0.02, decay_scope="matrices", clipnorm=40.0)
+    >>> optimizer.weight_decay, optimizer.clipnorm
+    (0.02, 40.0)
+
+    ```
+    """
+    if weight_decay < 0:
+        raise ValueError(f"weight_decay must be >= 0; got {weight_decay}")
+    if decay_scope not in ("all", "matrices"):
+        raise ValueError(f"decay_scope must be 'all' or 'matrices'; got {decay_scope!r}")
+    # None, not 0: Keras skips the decay step only for None
+    optimizer = keras.optimizers.Adam(learning_rate, weight_decay=weight_decay or None, **kwargs)
+    if weight_decay and decay_scope == "matrices":
+        optimizer.exclude_from_weight_decay(var_names=list(DECAY_EXCLUDED))
+    return optimizer
+
+
 def step_decay(initial, factor=0.5, every=25):
     """`lr(epoch) = initial * factor ** (epoch // every)` (EntNet: halve every 25)."""
 

@@ -12,7 +12,7 @@ from keras_relmem.models.entnet_qa import EntNetQA
 # Defaults per model (the EntNet paper's bAbI set-up: 20 blocks, d = 100).
 DEFAULTS = {
     "entnet": {"embedding_dim": 100, "num_blocks": 20, "entity_ids": None, "candidate_bias": True,
-               "share_prelu": True},
+               "share_prelu": True, "embeddings_initializer": None},
     "rmc": {
         "embedding_dim": 64,
         "mem_slots": 4,

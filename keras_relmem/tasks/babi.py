@@ -21,18 +21,20 @@ QUICK_DEFAULT = ["--model", "entnet", "--task", "1", "--data", "en", "--epochs",
 CHOOSING_FLAGS = {"--model", "--task", "--joint", "--data", "--epochs"}
 
 # Training recipes: a flag left unset takes its model's value. EntNet: Adam 0.01, batch 32, gradient-norm
-# clip 40, 200 epochs (Henaff et al. 2017, §5.2), with the recipe that solved the most bAbI tasks in 10 minutes
-# each (docs/results.md): tied keys, the TF port's cyclic rate and AdamW's decay 0.02. `--paper-recipe` puts the
-# paper's back (ENTNET_PAPER: halve the rate every 25 epochs, untied keys, no decay).
-_STEP = {"schedule": "step", "weight_decay": 0.0, "tied_keys": False}
+# clip 40, 200 epochs (Henaff et al. 2017, §5.2), with the recipe that solved the most bAbI tasks on most
+# seeds in 10 minutes each (docs/results.md): tied keys, the TF port's cyclic rate, AdamW's decay 0.02 on
+# the embeddings and kernels only, embeddings drawn from N(0, 0.3). `--paper-recipe` puts the paper's back
+# (ENTNET_PAPER: halve the rate every 25 epochs, untied keys, no decay, N(0, 0.1)).
+_STEP = {"schedule": "step", "weight_decay": 0.0, "decay_scope": "all", "tied_keys": False}
 RECIPES = {
     "entnet": {"learning_rate": 0.01, "batch_size": 32, "clipnorm": 40.0, "epochs": 200, "halve_every": 25,
-               "schedule": "cyclic", "weight_decay": 0.02, "tied_keys": True},
+               "schedule": "cyclic", "weight_decay": 0.02, "decay_scope": "matrices", "tied_keys": True,
+               "embedding_stddev": 0.3},
     "rmc": {"learning_rate": 1e-3, "batch_size": 32, "clipnorm": 40.0, "epochs": 100, "halve_every": 25, **_STEP},
     "lstm": {"learning_rate": 1e-3, "batch_size": 32, "clipnorm": 40.0, "epochs": 100, "halve_every": 25, **_STEP},
     "memo": {"learning_rate": 1e-3, "batch_size": 32, "clipnorm": 10.0, "epochs": 100, "halve_every": 25, **_STEP},
 }
-ENTNET_PAPER = _STEP
+ENTNET_PAPER = {**_STEP, "embedding_stddev": 0.1}
 SOLVED_ERROR = 0.05
 
 
@@ -84,6 +86,13 @@ def build_parser():
     parser.add_argument("--weight-decay", type=float, default=None,
                         help="decoupled weight decay, as AdamW: each step every weight shrinks by the learning "
                              "rate x this of itself (default 0.02 for EntNet, 0 otherwise and in the papers)")
+    parser.add_argument("--decay-scope", choices=("all", "matrices"), default=None,
+                        help="which weights --weight-decay shrinks: all, or only the embeddings and kernels "
+                             "(not positional masks and PReLU slopes, which start at one, nor biases); "
+                             "default: matrices for EntNet, all otherwise")
+    parser.add_argument("--embedding-stddev", type=float, default=None,
+                        help="EntNet: the word embeddings' (and tied keys') initial N(0, stddev) "
+                             "(default 0.3; the paper's 0.1 with --paper-recipe)")
     parser.add_argument("--embedding-dim", type=int, default=None, help="d (EntNet default 100)")
     parser.add_argument("--num-blocks", type=int, default=None, help="EntNet memory blocks / RMC attention blocks")
     parser.add_argument("--tied-keys", action=argparse.BooleanOptionalAction, default=None,
@@ -129,7 +138,12 @@ def model_hparams(args):
         "lstm": ["embedding_dim"],
         "memo": ["embedding_dim", "num_heads", "max_hops"],
     }[args.model]
-    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    hparams = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    if args.model == "entnet" and getattr(args, "embedding_stddev", None) is not None:
+        import keras
+
+        hparams["embeddings_initializer"] = keras.initializers.RandomNormal(stddev=args.embedding_stddev)
+    return hparams
 
 
 def uses_buckets(args, replicas_need_static_batches):
@@ -166,6 +180,11 @@ def check_inputs(args):
         raise ValueError(f"--tied-keys ties EntNet keys to entity embeddings; --model is {args.model}")
     if args.weight_decay < 0:
         raise ValueError(f"--weight-decay must be >= 0; got {args.weight_decay}")
+    if getattr(args, "embedding_stddev", None) is not None:
+        if args.model != "entnet":
+            raise ValueError(f"--embedding-stddev sets EntNet's embedding scale; --model is {args.model}")
+        if args.embedding_stddev <= 0:
+            raise ValueError(f"--embedding-stddev must be positive; got {args.embedding_stddev}")
     if args.schedule == "plateau" and args.validation_split == 0:
         raise ValueError("--schedule plateau watches the validation loss; --validation-split is 0")
     if args.schedule == "cyclic" and not 0 < args.min_learning_rate <= args.learning_rate:
@@ -244,7 +263,8 @@ def train_one(args, tasks, workdir, strategy):
         rate, schedule = training.learning_rate_schedule(
             args.schedule, args.learning_rate, steps_per_epoch, halve_every=args.halve_every,
             patience=args.patience, minimum=args.min_learning_rate, half_cycle_epochs=args.half_cycle_epochs)
-        optimizer = keras.optimizers.Adam(rate, clipnorm=args.clipnorm, weight_decay=args.weight_decay or None)
+        optimizer = training.adam(rate, weight_decay=args.weight_decay, decay_scope=args.decay_scope,
+                                  clipnorm=args.clipnorm)
         if args.model == "memo":  # trains itself (REINFORCE step); no compiled loss
             model.compile(optimizer, jit_compile=bool(args.jit_compile))
         else:

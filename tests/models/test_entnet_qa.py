@@ -68,6 +68,22 @@ def test_untied_and_unshared_is_a_choice():
     assert not any("U/bias" in w.path for w in model.weights)
 
 
+def test_embeddings_initializer_sets_the_scale_of_words_and_tied_keys_and_survives_a_keras_file(tmp_path):
+    sizes = {**SIZES, "vocab_size": 400, "embedding_dim": 50}  # 20,000 draws: the std to about 1%
+    default = EntNetQA(**sizes)
+    wide = EntNetQA(**sizes, entity_ids=[3, 7], embeddings_initializer=keras.initializers.RandomNormal(stddev=0.3))
+    std = {name: float(np.std(keras.ops.convert_to_numpy(model.get_layer("embedding").embeddings)))
+           for name, model in (("default", default), ("wide", wide))}
+    assert abs(std["default"] - 0.1) < 0.005 and abs(std["wide"] - 0.3) < 0.015, std  # the paper's N(0, 0.1)
+    keys = keras.ops.convert_to_numpy(wide.get_layer("memory").cell.key_rows())
+    assert_close(keys, keras.ops.convert_to_numpy(wide.get_layer("embedding").embeddings)[[3, 7]])
+    wide.save(tmp_path / "wide.keras")
+    loaded = keras.saving.load_model(tmp_path / "wide.keras")
+    assert loaded.get_config()["embeddings_initializer"]["config"]["stddev"] == 0.3
+    assert_close(keras.ops.convert_to_numpy(loaded.get_layer("embedding").embeddings),
+                 keras.ops.convert_to_numpy(wide.get_layer("embedding").embeddings))
+
+
 @pytest.mark.parametrize("ids", [[], [0, 3], [3, 30]])
 def test_entity_ids_are_checked(ids):
     with pytest.raises(ValueError, match="entity_ids"):

@@ -130,6 +130,8 @@ def test_joint_training_reports_every_task(tmp_path, capsys):
         (["--schedule", "plateau", "--validation-split", "0"], "--schedule plateau watches the validation loss"),
         (["--schedule", "cyclic", "--min-learning-rate", "0.1"], "need 0 < min <= max"),
         (["--weight-decay", "-0.1"], "--weight-decay must be >= 0"),
+        (["--model", "lstm", "--embedding-stddev", "0.3"], "--embedding-stddev sets EntNet's embedding scale"),
+        (["--embedding-stddev", "0"], "--embedding-stddev must be positive"),
     ],
 )
 def test_impossible_combinations_fail_before_training(argv, message, tmp_path, capsys):
@@ -192,11 +194,20 @@ def test_quick_default_survives_run_control_flags():
 def test_entnet_trains_the_best_measured_recipe_and_the_papers_is_one_flag_away():
     def recipe(*argv):
         args = babi_task.resolve_args(list(argv))
-        return args.schedule, args.tied_keys, args.weight_decay
+        return args.schedule, args.tied_keys, args.weight_decay, args.decay_scope, args.embedding_stddev
 
-    assert recipe() == ("cyclic", True, 0.02)  # the quick start too
-    assert recipe("--task", "2", "--data", "en-10k") == ("cyclic", True, 0.02)
-    assert recipe("--paper-recipe") == ("step", False, 0.0)
-    assert recipe("--paper-recipe", "--tied-keys") == ("step", True, 0.0)  # a flag overrides either recipe
-    assert recipe("--no-tied-keys", "--weight-decay", "0") == ("cyclic", False, 0.0)
-    assert recipe("--model", "rmc") == ("step", False, 0.0)  # other models keep their step schedule
+    assert recipe() == ("cyclic", True, 0.02, "matrices", 0.3)  # the quick start too
+    assert recipe("--task", "2", "--data", "en-10k") == ("cyclic", True, 0.02, "matrices", 0.3)
+    assert recipe("--paper-recipe") == ("step", False, 0.0, "all", 0.1)
+    assert recipe("--paper-recipe", "--tied-keys") == ("step", True, 0.0, "all", 0.1)  # a flag overrides either
+    assert recipe("--no-tied-keys", "--weight-decay", "0", "--embedding-stddev", "0.1") == (
+        "cyclic", False, 0.0, "matrices", 0.1)
+    assert recipe("--model", "rmc") == ("step", False, 0.0, "all", None)  # other models keep their recipe
+
+    # the scale reaches the embedding (and so the tied keys): N(0, 0.3) against the paper's N(0, 0.1)
+    import keras
+
+    for argv, stddev in (((), 0.3), (("--paper-recipe",), 0.1)):
+        init = keras.initializers.get(babi_task.model_hparams(babi_task.resolve_args(list(argv)))
+                                      .get("embeddings_initializer", "zeros"))
+        assert init.get_config()["stddev"] == stddev
