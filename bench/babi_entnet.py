@@ -91,6 +91,9 @@ def parse_args(argv=None):
     parser.add_argument("--story-mask-init", choices=("ones", "normal"), default="ones",
                         help="story encoder's positional mask at ones (bag of words) or N(0, 0.1) as entnet.lua "
                              "leaves it (it fills only the query encoder's mask with ones)")
+    parser.add_argument("--gradient-noise", type=float, default=0.0,
+                        help="annealed Gaussian gradient noise, variance eta / (1 + step) ** 0.55 "
+                             "(Neelakantan et al. 2015); 0: none")
     parser.add_argument("--embedding-stddev", type=float, default=0.1,
                         help="the word embeddings' (and tied keys') initial N(0, stddev), 0.1 as the paper")
     parser.add_argument("--no-jit-compile", dest="jit_compile", action="store_false")
@@ -123,7 +126,8 @@ class TimeBudget(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
-def optimizer(learning_rate, clip, batch_size=32, clipnorm=40.0, weight_decay=0.0, decay_scope="all"):
+def optimizer(learning_rate, clip, batch_size=32, clipnorm=40.0, weight_decay=0.0, decay_scope="all",
+              gradient_noise=0.0, seed=None):
     """Adam as `--clip` asks, with decoupled `weight_decay` on the weights `decay_scope` names
     (`keras_relmem.training.adam`) when it is not 0.
 
@@ -136,7 +140,8 @@ def optimizer(learning_rate, clip, batch_size=32, clipnorm=40.0, weight_decay=0.
     """
     clipping = ({"global_clipnorm": clipnorm / batch_size, "epsilon": 1e-8 / batch_size} if clip == "authors"
                 else {"clipnorm": clipnorm})
-    return training.adam(learning_rate, weight_decay=weight_decay, decay_scope=decay_scope, **clipping)
+    noise = {"gradient_noise": gradient_noise, "noise_seed": seed} if gradient_noise else {}
+    return training.adam(learning_rate, weight_decay=weight_decay, decay_scope=decay_scope, **clipping, **noise)
 
 
 def train_task(task, seed, args):
@@ -161,7 +166,8 @@ def train_task(task, seed, args):
     if args.embedding_stddev != 0.1:
         embeddings = model.get_layer("embedding").embeddings
         embeddings.assign(keras.initializers.RandomNormal(stddev=args.embedding_stddev, seed=seed)(embeddings.shape))
-    model.compile(optimizer(rate, args.clip, weight_decay=args.weight_decay, decay_scope=args.decay_scope),
+    model.compile(optimizer(rate, args.clip, weight_decay=args.weight_decay, decay_scope=args.decay_scope,
+                            gradient_noise=args.gradient_noise, seed=seed),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"],
                   jit_compile=args.jit_compile)
     budget = TimeBudget(args.budget_minutes * 60)
@@ -227,11 +233,11 @@ def run(args):
 # Arguments that make a run another recipe: its seeds cannot join this table's best-of-seeds.
 RECIPE = ("budget_minutes", "epochs", "schedule", "patience", "learning_rate", "min_learning_rate",
           "half_cycle_epochs", "tied_keys", "clip", "story_mask_init", "weight_decay", "decay_scope",
-          "embedding_stddev")
+          "embedding_stddev", "gradient_noise")
 # Recipe arguments added later: results written before them ran with these values.
 RECIPE_DEFAULTS = {"min_learning_rate": 2e-4, "half_cycle_epochs": 10, "clip": "keras", "story_mask_init": "ones",
                    "weight_decay": 0.0, "decay_scope": "all",
-                   "embedding_stddev": 0.1}
+                   "embedding_stddev": 0.1, "gradient_noise": 0.0}
 
 
 def _recipe(arguments, key):

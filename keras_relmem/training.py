@@ -169,7 +169,37 @@ def write_json(path, obj):
 DECAY_EXCLUDED = ("positional_mask", "alpha", "bias")
 
 
-def adam(learning_rate, weight_decay=0.0, decay_scope="all", **kwargs):
+@keras.saving.register_keras_serializable(package="keras_relmem")
+class NoisyAdam(keras.optimizers.Adam):
+    """Adam on gradients with annealed Gaussian noise added (Neelakantan et al.
+    2015, "Adding gradient noise improves learning for very deep networks",
+    eq. 1): `g_t + N(0, gradient_noise / (1 + t) ** 0.55)`, `t` the step.
+
+    Args:
+        gradient_noise: eta, the noise variance at the first step.
+        noise_seed: int seed of the noise.
+        **kwargs: `keras.optimizers.Adam`'s arguments.
+    """
+
+    def __init__(self, *args, gradient_noise=0.01, noise_seed=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.gradient_noise, self.noise_seed = float(gradient_noise), noise_seed
+        self._noise = keras.random.SeedGenerator(noise_seed)
+
+    def apply(self, grads, trainable_variables=None):
+        step = keras.ops.cast(self.iterations, "float32")
+        stddev = keras.ops.sqrt(self.gradient_noise / keras.ops.power(1.0 + step, 0.55))
+        grads = [g if g is None else
+                 g + keras.ops.cast(stddev, g.dtype) * keras.random.normal(keras.ops.shape(g), dtype=g.dtype,
+                                                                           seed=self._noise)
+                 for g in grads]
+        return super().apply(grads, trainable_variables)
+
+    def get_config(self):
+        return {**super().get_config(), "gradient_noise": self.gradient_noise, "noise_seed": self.noise_seed}
+
+
+def adam(learning_rate, weight_decay=0.0, decay_scope="all", gradient_noise=0.0, **kwargs):
     """Adam, with AdamW's decoupled weight decay when `weight_decay` is not 0.
 
     Each step every decayed weight shrinks by learning rate x `weight_decay`
@@ -183,6 +213,8 @@ def adam(learning_rate, weight_decay=0.0, decay_scope="all", **kwargs):
             embeddings and kernels, not the weights whose names contain
             `DECAY_EXCLUDED` (positional masks and PReLU slopes, which start
             at one, and biases).
+        gradient_noise: float >= 0: `NoisyAdam`'s annealed gradient noise
+            (0: none).
         **kwargs: the rest of `keras.optimizers.Adam`'s arguments (`clipnorm`, ...).
 
     Example:
@@ -199,7 +231,11 @@ def adam(learning_rate, weight_decay=0.0, decay_scope="all", **kwargs):
     if decay_scope not in ("all", "matrices"):
         raise ValueError(f"decay_scope must be 'all' or 'matrices'; got {decay_scope!r}")
     # None, not 0: Keras skips the decay step only for None
-    optimizer = keras.optimizers.Adam(learning_rate, weight_decay=weight_decay or None, **kwargs)
+    if gradient_noise:
+        optimizer = NoisyAdam(learning_rate, weight_decay=weight_decay or None, gradient_noise=gradient_noise,
+                              **kwargs)
+    else:
+        optimizer = keras.optimizers.Adam(learning_rate, weight_decay=weight_decay or None, **kwargs)
     if weight_decay and decay_scope == "matrices":
         optimizer.exclude_from_weight_decay(var_names=list(DECAY_EXCLUDED))
     return optimizer

@@ -1,7 +1,7 @@
 """Shared pytest set-up: quiet TensorFlow, point data loaders at ../shared/data.
 
 Under `KERAS_BACKEND=jax` or `torch` only the backend-agnostic tests are
-collected (the layers, the models and the MEMO benches); the rest test TensorFlow-specific code
+collected (the layers, the models and their docstring examples); the rest test TensorFlow-specific code
 (tf.data pipelines, SavedModel export, serving, tf.distribute, the task
 scripts) and run under the default tensorflow backend.
 """
@@ -20,7 +20,7 @@ if "KERAS_RELMEM_DATA" not in os.environ and SHARED_DATA.is_dir():
     os.environ["KERAS_RELMEM_DATA"] = str(SHARED_DATA)
 
 
-BACKEND_AGNOSTIC = ("layers", "models", "test_docstring_examples.py", "test_benches.py")
+BACKEND_AGNOSTIC = ("layers", "models", "test_docstring_examples.py")
 if keras.backend.backend() != "tensorflow":
     collect_ignore_glob = [
         path.name

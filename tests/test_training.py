@@ -123,3 +123,23 @@ def test_learning_rate_schedule_by_name():
         training.learning_rate_schedule("cosine", 0.01)
     with pytest.raises(ValueError, match="minimum <= maximum"):
         training.TriangularCyclicRate(0.1, 0.01, 10)
+
+
+def test_noisy_adam_adds_the_annealed_noise_of_neelakantan_et_al(monkeypatch):
+    """Neelakantan et al. 2015, eq. 1: g_t <- g_t + N(0, sigma_t^2), sigma_t^2 = eta / (1 + t)^0.55.
+    The gradients Adam receives are recorded: zero-mean noise of that variance about the true ones."""
+    seen = []
+    monkeypatch.setattr(keras.optimizers.Adam, "apply",
+                        lambda self, grads, variables=None: seen.append([keras.ops.convert_to_numpy(g) for g in grads]))
+    eta, true = 0.04, np.full(40_000, 0.5, "float32")
+    weights = keras.Variable(np.zeros(40_000, "float32"))
+    optimizer = training.adam(0.01, gradient_noise=eta, noise_seed=3)
+    assert isinstance(optimizer, training.NoisyAdam) and optimizer.get_config()["gradient_noise"] == eta
+    optimizer.build([weights])
+    for step in (0, 99):
+        optimizer.iterations.assign(step)
+        optimizer.apply([keras.ops.convert_to_tensor(true)], [weights])
+        noise = seen[-1][0] - true
+        sigma = np.sqrt(eta / (1 + step) ** 0.55)  # 0.2 at the first step, 0.056 at step 99
+        assert abs(noise.mean()) < 4 * sigma / 200 and abs(noise.std() / sigma - 1) < 0.02, (step, noise.std())
+    assert not isinstance(training.adam(0.01), training.NoisyAdam)  # no noise: Keras' own Adam
