@@ -159,12 +159,10 @@ def _load(name):
     return json.loads((RESULTS_DIR / name).read_text())
 
 
-def _link(title):
-    return f"[{title}](docs/results.md#{Entry('', '', title).anchor})"
-
-
-# The catalogue title of the five-seed EntNet table (bench/catalogue.toml), which the summary links.
-SEEDS_TITLE = "Default recipe, seeds 0-4: tied keys, cyclic rate, decay on matrices, embeddings N(0, 0.3)"
+def _link(name):
+    """A link to the results page's table of results file `name`, under its catalogue title."""
+    entry = next(entry for section in CATALOGUE for entry in section.entries if entry.name == name)
+    return f"[{entry.title}](docs/results.md#{entry.anchor})"
 
 
 def summary():
@@ -181,7 +179,7 @@ def summary():
                  f"{sum(m < 5 for m in medians)}/20 by the median seed",
                  f"20/20, {sum(babi_entnet.PAPER.values()) / 20:.2f}% (best of 10)",
                  f"TF port: {sum(e < 5 for e in port)} of the {len(port)} tasks it reports",
-                 "Tied keys, cyclic rate, weight decay 0.02"))
+                 "babi_entnet_tied_cyclic_wd.json"))
     runs = {task: row["runs"] for task, row in _load("babi_entnet_seeds.json")["tasks"].items()}
     seeds = [babi_entnet.seed_summary(r) for r in runs.values()]
     rows.append(("EntNet, bAbI 10k, 10 min, seeds 0-4", "tasks whose median seed is under 5%; tasks with more "
@@ -189,33 +187,33 @@ def summary():
                  f"{sum(s['median'] < 5 for s in seeds)} of the {len(seeds)} tasks run so far "
                  f"({sum(len(r) >= 5 for r in runs.values())} with all five seeds); "
                  f"{sum(len(s['seeds']) - s['solved_seeds'] > 1 for s in seeds)}",
-                 "best of 10 only", "", SEEDS_TITLE))
+                 "best of 10 only", "", "babi_entnet_seeds.json"))
     pai4 = _load("memo_pai_length4_entropy_cosine.json")["4"]
     rows.append(("MEMO, PAI length 4", "A-D accuracy", f"{pai4['A-D']:.1f}%", f"{memo_pai.PAPER['4']['A-D']}%",
-                 "", "PAI length 4: halting on distance and entropy, annealed rate"))
+                 "", "memo_pai_length4_entropy_cosine.json"))
     seeds = [_load(f"memo_pai_length5_beta0_cosine{s}.json")["5"]["A-E"] for s in ("", "_seed1")]
     rows.append(("MEMO, PAI length 5", "A-E accuracy", f"{seeds[0]:.1f}% / {seeds[1]:.1f}% (seeds 0 / 1)",
-                 f"{memo_pai.PAPER['5']['A-E']}%", "", "PAI length 5: no hop cost, annealed rate, seed 1"))
+                 f"{memo_pai.PAPER['5']['A-E']}%", "", "memo_pai_length5_beta0_cosine_seed1.json"))
     paths = _load("memo_shortest_path.json")
     for setting in ("20/3/3", "20/5/3"):
         ours, paper = paths[setting], memo_shortest_path.PAPER["MEMO"][setting]
         rows.append((f"MEMO, shortest path {setting}", "first / second node",
                      f"{ours['first_node']:.1f}% / {ours['second_node']:.1f}%", f"{paper[0]}% / {paper[1]}%", "",
-                     "Shortest paths (the paper's Table 2)"))
+                     "memo_shortest_path.json"))
     joint = _load("memo_babi.json")
     rows.append(("MEMO, joint bAbI", "tasks solved, mean error", f"{joint['solved']}/20, {joint['mean_error']:.1f}%",
                  f"{memo_babi.PAPER['MEMO'][1]}/20, {memo_babi.PAPER['MEMO'][0]}%", "",
-                 "Joint bAbI (the paper's Table 3 set-up)"))
+                 "memo_babi.json"))
     nth = _load("nth_farthest.json")
     rows.append(("RMC, Nth Farthest", "accuracy, RMC / LSTM",
                  f"{nth['rmc']['accuracy']:.1f}% / {nth['lstm']['accuracy']:.1f}% "
                  f"({nth['rmc']['minutes']:.0f} min each)",
-                 f"{nth_farthest.PAPER['rmc']:.0f}% / {nth_farthest.PAPER['lstm']:.0f}%", "", "Nth Farthest"))
+                 f"{nth_farthest.PAPER['rmc']:.0f}% / {nth_farthest.PAPER['lstm']:.0f}%", "", "nth_farthest.json"))
     ptb = _load("ptb_lm.json")
     rows.append(("RMC, PTB", "test perplexity, RMC / LSTM",
                  f"{ptb['rmc']['perplexity']:.1f} / {ptb['lstm']['perplexity']:.1f} "
                  f"({ptb['rmc']['minutes']:.0f} min each, untuned LSTM)",
-                 "", f"Zaremba et al.'s LSTM: {ptb_lm.REFERENCE}", "PTB language modelling"))
+                 "", f"Zaremba et al.'s LSTM: {ptb_lm.REFERENCE}", "ptb_lm.json"))
     lines = [BEGIN, "| model, task | measure | ours | paper | reference | details and command |",
              "|" + "---|" * 6]
     lines += [f"| {a} | {b} | {c} | {d} | {e} | {_link(f)} |" for a, b, c, d, e, f in rows]
