@@ -140,8 +140,8 @@ def optimizer(learning_rate, clip, batch_size=32, clipnorm=40.0, weight_decay=0.
     """
     clipping = ({"global_clipnorm": clipnorm / batch_size, "epsilon": 1e-8 / batch_size} if clip == "authors"
                 else {"clipnorm": clipnorm})
-    noise = {"gradient_noise": gradient_noise, "noise_seed": seed} if gradient_noise else {}
-    return training.adam(learning_rate, weight_decay=weight_decay, decay_scope=decay_scope, **clipping, **noise)
+    return training.adam(learning_rate, weight_decay=weight_decay, decay_scope=decay_scope,
+                         gradient_noise=gradient_noise, noise_seed=seed, **clipping)
 
 
 def train_task(task, seed, args):

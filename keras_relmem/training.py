@@ -199,7 +199,7 @@ class NoisyAdam(keras.optimizers.Adam):
         return {**super().get_config(), "gradient_noise": self.gradient_noise, "noise_seed": self.noise_seed}
 
 
-def adam(learning_rate, weight_decay=0.0, decay_scope="all", gradient_noise=0.0, **kwargs):
+def adam(learning_rate, weight_decay=0.0, decay_scope="all", gradient_noise=0.0, noise_seed=None, **kwargs):
     """Adam, with AdamW's decoupled weight decay when `weight_decay` is not 0.
 
     Each step every decayed weight shrinks by learning rate x `weight_decay`
@@ -215,6 +215,7 @@ def adam(learning_rate, weight_decay=0.0, decay_scope="all", gradient_noise=0.0,
             at one, and biases).
         gradient_noise: float >= 0: `NoisyAdam`'s annealed gradient noise
             (0: none).
+        noise_seed: int seed of that noise.
         **kwargs: the rest of `keras.optimizers.Adam`'s arguments (`clipnorm`, ...).
 
     Example:
@@ -233,7 +234,7 @@ def adam(learning_rate, weight_decay=0.0, decay_scope="all", gradient_noise=0.0,
     # None, not 0: Keras skips the decay step only for None
     if gradient_noise:
         optimizer = NoisyAdam(learning_rate, weight_decay=weight_decay or None, gradient_noise=gradient_noise,
-                              **kwargs)
+                              noise_seed=noise_seed, **kwargs)
     else:
         optimizer = keras.optimizers.Adam(learning_rate, weight_decay=weight_decay or None, **kwargs)
     if weight_decay and decay_scope == "matrices":

@@ -40,8 +40,8 @@ class EntNetQA(keras.Model):
         share_prelu: bool (default True).
         embeddings_initializer: the word embeddings' initializer, and so the
             tied keys' (default `RandomNormal(stddev=0.1)`, the paper's).
-            A larger scale (0.3) makes an entity's mention open its own block's
-            gate from the first step; `tasks/train_babi.py` uses it.
+            `tasks/train_babi.py` uses N(0, 0.3): with it bAbI task 16 leaves
+            its early plateau on more seeds (docs/results.md).
         name: model name (default `"babi_entnet"`).
 
     Inputs `{"story": (batch, K, S), "query": (batch, Q)}` word ids, output
