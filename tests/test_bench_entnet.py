@@ -207,3 +207,22 @@ def test_babi_entnet_refuses_a_negative_weight_decay(capsys):
         babi_entnet.parse_args(["--weight-decay", "-0.1"])
     assert "--weight-decay must be >= 0; got -0.1" in capsys.readouterr().err
     assert babi_entnet.parse_args(["--weight-decay", "0.02"]).weight_decay == 0.02
+
+
+def test_babi_entnet_recipe_flags_set_the_initial_weights():
+    """--embedding-stddev redraws the embeddings (so the tied keys) from N(0, s); --gate-bias
+    starts every block's write gate at that bias (the paper's gate has none: 0 keeps it)."""
+    import numpy as np
+
+    from bench import babi_entnet
+    from keras_relmem.data import load_babi
+
+    data = load_babi(1, "en")
+    args = babi_entnet.parse_args(["--tied-keys", "--embedding-stddev", "0.3", "--gate-bias", "-2"])
+    model = babi_entnet.build_model(data, args, seed=0)
+    embeddings = np.asarray(model.get_layer("embedding").embeddings)
+    assert abs(embeddings.std() - 0.3) < 0.03  # the paper's 0.1 would fail this
+    np.testing.assert_array_equal(np.asarray(model.get_layer("memory").cell.gate_bias), -2.0)
+    default = babi_entnet.build_model(data, babi_entnet.parse_args(["--tied-keys"]), seed=0)
+    np.testing.assert_array_equal(np.asarray(default.get_layer("memory").cell.gate_bias), 0.0)
+    assert abs(np.asarray(default.get_layer("embedding").embeddings).std() - 0.1) < 0.01
