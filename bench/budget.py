@@ -117,8 +117,10 @@ def record_unfinished(path, key, summary, arguments, budget_minutes):
 
 
 def draw_model_curves(results, metric, label, title, results_path, **kwargs):
-    """The RMC's and the LSTM's curves of `metric` against training minutes, beside the results file (PNG)."""
+    """Every run's curve of `metric` (the RMC's, the LSTM's, ...) against training minutes, beside the results
+    file (PNG)."""
     from keras_relmem.viz import budget_curves
 
-    return budget_curves({name.upper(): results[name]["curve"] for name in ("rmc", "lstm") if name in results},
+    runs = {name: run for name, run in results.items() if name != "args" and "curve" in run}
+    return budget_curves({name.upper(): run["curve"] for name, run in runs.items()},
                          metric, label, title, pathlib.Path(results_path).with_suffix(".png"), **kwargs)

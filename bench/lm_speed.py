@@ -1,32 +1,72 @@
-"""Training tokens/s and parameter count of the language models.
+"""Training tokens/s of the language models on every backend and mode, against the machine's matrix-product rate.
 
-Measures, on random token ids with the TBPTT shapes of `tasks/train_lm.py`:
+Measures, on random token ids with the TBPTT shapes of `tasks/train_lm.py`,
 our RMC language model at the PyTorch RMC port's PTB configuration
 (embedding 192, 1 slot, head size 192, 4 heads, key size 64, 3 MLP layers,
 1 block, batch 64, BPTT 100, tied 10k softmax) in its two forms, side by side
 in one run: `RelationalMemory` (input-only terms computed before the
 recurrence, what the models use) and the reference
-`keras.layers.RNN(RelationalMemoryCell(...))`; then our LSTM baseline and a
-plain `keras.layers.LSTM` model (Embedding -> LSTM -> Dense) of the same size,
-in graph mode and with XLA. `--only rmc` times the two RMC forms alone.
+`keras.layers.RNN(RelationalMemoryCell(...))`; then (unless `--only rmc`) our
+LSTM baseline and a plain `keras.layers.LSTM` model of the same size.
+
+Every model is timed on each backend (`--backends`, one process each: Keras
+fixes its backend at import) in each compiled mode: TensorFlow graph
+(`tf.function`) and XLA (`jit_compile=True`), JAX `jit`. Each process also
+measures the machine's matrix-product rate (`bench.flops.matmul_gflops`), so
+each row reports its matrix-product GFLOP/s (training FLOPs per token, counted
+from the layer sizes, times tokens/s) and the share of the machine's rate
+that it reaches.
+
+Results go to `bench/results/lm_speed.json` row by row as they finish;
+`--resume` continues an interrupted run (a new run starts a new table: rows of
+different runs are not compared).
 
 Usage:
-    python -m bench.lm_speed [--steps 5] [--batch 64] [--bptt 100] [--vocab 10000]
+    python -m bench.lm_speed [--only rmc] [--backends tensorflow jax] [--steps 3] [--resume]
+    python -m bench.lm_speed --report
 """
 
 import argparse
+import datetime
+import json
 import os
+import pathlib
+import subprocess
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
+from bench.results import RESULTS_DIR, merge_result  # noqa: E402
 
-from bench.timing import seconds_per_step  # noqa: E402
-from keras_relmem.models.language_model import build_language_model  # noqa: E402
+RESULTS = RESULTS_DIR / "lm_speed.json"
+MODES = {"tensorflow": ["graph", "XLA"], "jax": ["jit"]}
+REFERENCE = "RMC, RNN(cell) (reference)"
+MODELS = {
+    REFERENCE: ("rmc", {"precompute_inputs": False}),
+    "RMC, RelationalMemory": ("rmc", {}),
+    "LSTM baseline (tied)": ("lstm", {}),
+    "plain keras LSTM (untied)": ("plain_lstm", {}),
+}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=3, help="timed training steps (after 2 warm-up steps)")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--bptt", type=int, default=100)
+    parser.add_argument("--vocab", type=int, default=10000)
+    parser.add_argument("--only", choices=["all", "rmc"], default="rmc")
+    parser.add_argument("--backends", nargs="+", choices=sorted(MODES), default=["tensorflow", "jax"])
+    parser.add_argument("--resume", action="store_true", help="continue the run in the results file")
+    parser.add_argument("--results", default=str(RESULTS))
+    parser.add_argument("--report", action="store_true", help="print the table from the JSON")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
 
 
 def plain_lstm(vocab, batch, bptt, units=1000, dim=192):
+    import keras
+
     return keras.Sequential(
         [
             keras.Input((bptt,), batch_size=batch, dtype="int32"),
@@ -37,7 +77,31 @@ def plain_lstm(vocab, batch, bptt, units=1000, dim=192):
     )
 
 
+def build(name, args):
+    from keras_relmem.models.language_model import build_language_model
+
+    kind, options = MODELS[name]
+    if kind == "plain_lstm":
+        return plain_lstm(args.vocab, args.batch, args.bptt)
+    return build_language_model(kind, args.vocab, args.batch, args.bptt, stateful=True, **options)
+
+
+def training_flops(name, vocab):
+    from bench.flops import lm_training_flops_per_token
+    from keras_relmem.models.language_model import lm_defaults
+
+    kind = MODELS[name][0]
+    if kind == "plain_lstm":
+        return lm_training_flops_per_token("lstm", {"embedding_dim": 192, "units": 1000, "tied": False}, vocab)
+    return lm_training_flops_per_token(kind, lm_defaults(kind), vocab)
+
+
 def tokens_per_second(model, args, jit):
+    import keras
+    import numpy as np
+
+    from bench.timing import seconds_per_step
+
     model.compile(
         keras.optimizers.Adam(1e-3, clipnorm=0.25),
         keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -49,39 +113,76 @@ def tokens_per_second(model, args, jit):
     return args.batch * args.bptt / seconds_per_step(model, x, y, args.batch)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=5, help="timed training steps (after 2 warm-up steps)")
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--bptt", type=int, default=100)
-    parser.add_argument("--vocab", type=int, default=10000)
-    parser.add_argument("--only", choices=["all", "rmc"], default="all")
-    parser.add_argument("--no-xla", action="store_true", help="graph mode only")
-    args = parser.parse_args()
-    models = {
-        "RMC LM, RNN(cell) (reference)": lambda: build_language_model(
-            "rmc", args.vocab, args.batch, args.bptt, stateful=True, precompute_inputs=False
-        ),
-        "RMC LM, RelationalMemory (ours)": lambda: build_language_model(
-            "rmc", args.vocab, args.batch, args.bptt, stateful=True
-        ),
-        "LSTM LM baseline (ours, tied)": lambda: build_language_model(
-            "lstm", args.vocab, args.batch, args.bptt, stateful=True
-        ),
-        "plain keras LSTM model (untied)": lambda: plain_lstm(args.vocab, args.batch, args.bptt),
-    }
-    print(
-        f"batch {args.batch} x BPTT {args.bptt}, vocabulary {args.vocab}, "
-        f"{args.steps} timed steps, {os.cpu_count()} CPUs"
-    )
-    print(f"{'model':34s} {'params':>10s} {'graph tok/s':>12s} {'XLA tok/s':>10s}")
-    if args.only == "rmc":
-        models = {name: make for name, make in models.items() if name.startswith("RMC")}
-    for name, make in models.items():
-        params = make().count_params()
-        graph = tokens_per_second(make(), args, jit=False)
-        xla = float("nan") if args.no_xla else tokens_per_second(make(), args, jit=True)
-        print(f"{name:34s} {params:10,d} {graph:12,.0f} {xla:10,.0f}", flush=True)
+def worker(args):
+    """Time every model in every mode of this process' backend, one row at a time."""
+    import keras
+
+    from bench.flops import matmul_gflops
+
+    backend = keras.backend.backend()
+    done = json.loads(pathlib.Path(args.results).read_text()).get("rows", {})
+    rate = round(matmul_gflops(), 1)
+    print(f"{backend}: matrix products at {rate} GFLOP/s", flush=True)
+    merge_result(args.results, ("matmul_gflops", backend), rate, {})
+    names = [n for n in MODELS if args.only == "all" or MODELS[n][0] == "rmc"]
+    for name in names:
+        for mode in MODES[backend]:
+            key = f"{backend} {mode}: {name}"
+            if key in done:
+                print(f"{key}: done, skipped", flush=True)
+                continue
+            model = build(name, args)
+            tokens = tokens_per_second(model, args, jit=mode != "graph")
+            flops = training_flops(name, args.vocab)
+            row = {"backend": backend, "mode": mode, "model": name, "params": model.count_params(),
+                   "tokens_per_s": round(tokens, 1), "flops_per_token": flops,
+                   "gflops": round(tokens * flops / 1e9, 1)}
+            merge_result(args.results, ("rows", key), row, {})
+            print(f"{key}: {tokens:,.0f} tok/s, {row['gflops']} GFLOP/s", flush=True)
+
+
+def run(args):
+    path = pathlib.Path(args.results)
+    if not (args.resume and path.exists()):
+        shape = {k: getattr(args, k) for k in ("steps", "batch", "bptt", "vocab", "only")}
+        header = {"date": datetime.date.today().isoformat(), "cpus": os.cpu_count(), **shape, "rows": {}}
+        path.write_text(json.dumps(header, indent=2) + "\n")
+    for backend in args.backends:
+        command = [sys.executable, "-m", "bench.lm_speed", "--worker", "--results", str(path),
+                   "--steps", str(args.steps), "--batch", str(args.batch), "--bptt", str(args.bptt),
+                   "--vocab", str(args.vocab), "--only", args.only]
+        subprocess.run(command, env={**os.environ, "KERAS_BACKEND": backend}, check=True)
+    print(markdown(json.loads(path.read_text())))
+
+
+def markdown(results):
+    """Each model, backend and mode: tokens/s, its matrix-product rate, and the speed-up over RNN(cell)."""
+    machine = max(results.get("matmul_gflops", {}).values(), default=float("nan"))
+    lines = ["| model | backend, mode | parameters | training tok/s | × RNN(cell) | MFLOP per token | GFLOP/s "
+             "| share of the machine's matrix-product rate |", "|---|---|---|---|---|---|---|---|"]
+    rows = results.get("rows", {})
+    for row in rows.values():
+        reference = rows.get(f"{row['backend']} {row['mode']}: {REFERENCE}")
+        ratio = f"{row['tokens_per_s'] / reference['tokens_per_s']:.2f}" if reference else ""
+        lines.append(f"| {row['model']} | {row['backend']} {row['mode']} | {row['params']:,} | "
+                     f"{row['tokens_per_s']:,.0f} | {ratio} | {row['flops_per_token'] / 1e6:.1f} | {row['gflops']} | "
+                     f"{100 * row['gflops'] / machine:.0f}% |")
+    rates = ", ".join(f"{backend} {rate} GFLOP/s" for backend, rate in results.get("matmul_gflops", {}).items())
+    lines += ["", f"Batch {results['batch']} x BPTT {results['bptt']}, vocabulary {results['vocab']}, median of "
+              f"{results['steps']} timed steps after 2 warm-up steps, {results['cpus']} cores, {results['date']}. "
+              f"The machine's matrix-product rate (a 6400 x 768 by 768 x 1280 product, best of 5): {rates}; the "
+              "share is against the highest. FLOPs count the matrix products of a training step (3 x forward)."]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.report:
+        print(markdown(json.loads(pathlib.Path(args.results).read_text())))
+    elif args.worker:
+        worker(args)
+    else:
+        run(args)
 
 
 if __name__ == "__main__":

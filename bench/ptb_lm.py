@@ -45,8 +45,25 @@ def parse_args(argv=None):
     parser.add_argument("--bptt", type=int, default=100)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--clipnorm", type=float, default=0.25)
+    parser.add_argument("--name", default=None, help="the run's key in the results (default: the model)")
+    parser.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
+    parser.add_argument("--lr-decay", type=float, default=1.0,
+                        help="multiply the rate by this at the start of every epoch after --decay-after")
+    parser.add_argument("--decay-after", type=int, default=0, help="epochs at the full rate")
+    group = parser.add_argument_group("LSTM hyper-parameters (default: build_language_model's)")
+    group.add_argument("--units", type=int, default=None)
+    group.add_argument("--num-layers", type=int, default=None)
+    group.add_argument("--dropout", type=float, default=None)
+    group.add_argument("--init-scale", type=float, default=None)
+    group.add_argument("--untied", action="store_true", help="a softmax of its own, not the embedding")
     add_bench_arguments(parser, "runs/bench_ptb_lm", RESULTS, "print the table and draw the curves")
     return parser.parse_args(argv)
+
+
+def learning_rate_at(epoch, base, decay, after):
+    """The rate of epoch `epoch` (0-based): `base` for the first `after` epochs, then times `decay` once
+    more at every epoch, as in Zaremba et al.'s PTB code (`lr * decay ** max(epoch + 1 - after, 0)`)."""
+    return base * decay ** max(int(epoch) + 1 - after, 0)
 
 
 def _perplexity(model, dataset):
@@ -80,19 +97,31 @@ def run(args):
     test = corpus.bptt_dataset("test", args.batch_size, args.bptt)
     batches = int(train.cardinality())
 
+    name = args.name or args.model
+    hparams = {}
+    if args.model == "lstm":
+        hparams = {"units": args.units, "num_layers": args.num_layers, "dropout": args.dropout,
+                   "init_scale": args.init_scale, "tied": False if args.untied else None}
+    elif any(v is not None for v in (args.units, args.num_layers, args.dropout, args.init_scale)) or args.untied:
+        raise SystemExit("--units, --num-layers, --dropout, --init-scale and --untied are LSTM settings.")
+
     def build():
         model = language_model.build_language_model(
             args.model, len(corpus.vocab), batch_size=args.batch_size,
-            sequence_length=args.bptt, stateful=True,
+            sequence_length=args.bptt, stateful=True, **hparams,
         )
+        optimizer = {"adam": keras.optimizers.Adam, "sgd": keras.optimizers.SGD}[args.optimizer]
         model.compile(
-            keras.optimizers.Adam(args.learning_rate, clipnorm=args.clipnorm),
+            optimizer(args.learning_rate, clipnorm=args.clipnorm),
             keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         )
         return model
 
     def train_round(model, index):
         start = (index * args.batches_per_round) % batches
+        epoch = index * args.batches_per_round // batches
+        model.optimizer.learning_rate.assign(
+            learning_rate_at(epoch, args.learning_rate, args.lr_decay, args.decay_after))
         if start < args.batches_per_round:  # a new epoch: the memory restarts
             language_model.reset_memory(model)
         history = model.fit(
@@ -118,13 +147,13 @@ def run(args):
 
     curve, model = train_within_budget(
         build, train_round, lambda model: {"val_perplexity": _perplexity(model, valid)},
-        pathlib.Path(args.workdir) / args.model, args.budget_minutes,
+        pathlib.Path(args.workdir) / name, args.budget_minutes,
         describe=lambda e: (
-            f"{args.model} round {e['round']:3d}  {e['minutes']:6.1f} min  epoch {e['epoch']:5.2f}  "
+            f"{name} round {e['round']:3d}  {e['minutes']:6.1f} min  epoch {e['epoch']:5.2f}  "
             f"train ppl {e['train_perplexity']:8.1f}  valid ppl {e['val_perplexity']:8.1f}"
         ),
         on_resume=language_model.reset_memory,
-        on_round=record_unfinished(args.results, args.model, summary, arguments, args.budget_minutes),
+        on_round=record_unfinished(args.results, name, summary, arguments, args.budget_minutes),
     )
     result = {
         "complete": True,
@@ -132,17 +161,16 @@ def run(args):
         "parameters": int(model.count_params()),
         **summary(curve),
     }
-    merge_result(args.results, args.model, result, arguments)
-    print(f"{args.model}: test perplexity {result['perplexity']:.1f} after {result['minutes']:.1f} "
+    merge_result(args.results, name, result, arguments)
+    print(f"{name}: test perplexity {result['perplexity']:.1f} after {result['minutes']:.1f} "
           f"training minutes ({result['epochs']:.2f} epochs)")
 
 
 def markdown(results):
     """Test and validation perplexity of each model after its budget, and the reference."""
     lines = ["| model | test ppl | valid ppl | training minutes | epochs | tokens | parameters |", "|" + "---|" * 7]
-    for name in ("rmc", "lstm"):
-        if name in results:
-            r = results[name]
+    for name, r in results.items():
+        if name != "args":
             test = f"{r['perplexity']:.1f}" if r.get("complete") else "(unfinished)"
             lines.append(f"| {name.upper()} | {test} | {r['val_perplexity']:.1f} | {r['minutes']:.1f} | "
                          f"{r['epochs']:.2f} | {r['tokens']:,d} | {r.get('parameters', '')} |")

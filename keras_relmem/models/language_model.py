@@ -21,7 +21,7 @@ DEFAULTS = {
         "gate_style": "unit",
         "tied": True,
     },
-    "lstm": {"embedding_dim": 192, "units": 1000, "tied": True},
+    "lstm": {"embedding_dim": 192, "units": 1000, "tied": True, "num_layers": 1, "dropout": 0.0, "init_scale": None},
 }
 
 
@@ -55,6 +55,11 @@ def build_language_model(
         **hparams: overrides of `DEFAULTS[model]`; `tied=True` shares the
             embedding matrix with the softmax (with a linear projection from
             the core's output to `embedding_dim` when their sizes differ).
+            The LSTM also takes Zaremba et al.'s (2014) settings:
+            `num_layers` stacked LSTMs, `dropout` on the non-recurrent
+            connections (the embedding, between layers, before the softmax)
+            and `init_scale` (every weight matrix uniform in `[-s, s]`;
+            None keeps Keras' initializers).
 
     Returns:
         An uncompiled `keras.Model` named `lm_<model>`.
@@ -76,23 +81,37 @@ def build_language_model(
     if stateful and not batch_size:
         raise ValueError("stateful=True needs a fixed batch_size.")
     ids = keras.Input((sequence_length,), batch_size=batch_size, dtype="int32", name="ids")
-    embedding = ReversibleEmbedding(vocab_size, config["embedding_dim"], name="embedding")
-    x = embedding(ids)
+    scale = config.get("init_scale")
+    init = {} if scale is None else {"kernel_initializer": keras.initializers.RandomUniform(-scale, scale)}
+    embedding = ReversibleEmbedding(
+        vocab_size, config["embedding_dim"], use_bias=config["tied"], name="embedding",
+        **({} if scale is None else {"embeddings_initializer": init["kernel_initializer"]}),
+    )
+    h = embedding(ids)
     if model == "rmc":
         h = rmc_layer(
             config, precompute_inputs, return_sequences=True, stateful=stateful, name="core"
-        )(x)
+        )(h)
     else:
-        h = keras.layers.LSTM(
-            config["units"], return_sequences=True, stateful=stateful, name="core"
-        )(x)
+        for i in range(config["num_layers"]):
+            h = _dropout(h, config["dropout"])
+            h = keras.layers.LSTM(
+                config["units"], return_sequences=True, stateful=stateful,
+                name="core" if i == 0 else f"core_{i + 1}",
+                **({} if scale is None else {**init, "recurrent_initializer": init["kernel_initializer"]}),
+            )(h)
+        h = _dropout(h, config["dropout"])
     if config["tied"]:
         if h.shape[-1] != config["embedding_dim"]:
             h = keras.layers.Dense(config["embedding_dim"], name="projection")(h)
         logits = embedding(h, reverse=True)
     else:
-        logits = keras.layers.Dense(vocab_size, name="softmax")(h)
+        logits = keras.layers.Dense(vocab_size, name="softmax", **init)(h)
     return keras.Model(ids, logits, name=f"lm_{model}")
+
+
+def _dropout(x, rate):
+    return keras.layers.Dropout(rate)(x) if rate else x
 
 
 def reset_memory(model):

@@ -100,6 +100,27 @@ def test_language_model_fits_saves_and_reloads(name, tmp_path):
     _reload_equal(model, ids[:, :-1], tmp_path)
 
 
+def test_zaremba_lstm_stacks_layers_with_dropout_and_uniform_weights():
+    """Zaremba et al. 2014 (§4.1): stacked LSTMs, dropout on the non-recurrent connections only,
+    every weight uniform in [-init_scale, init_scale], an untied softmax."""
+    model = build_language_model(
+        "lstm", VOCAB, embedding_dim=6, units=5, num_layers=2, dropout=0.5, init_scale=0.1, tied=False
+    )
+    cores = [layer for layer in model.layers if isinstance(layer, keras.layers.LSTM)]
+    assert [c.name for c in cores] == ["core", "core_2"] and cores[1].input.shape[-1] == 5
+    assert sum(isinstance(layer, keras.layers.Dropout) for layer in model.layers) == 3
+    assert all(c.cell.recurrent_dropout == 0 for c in cores)
+    matrices = [model.get_layer("embedding").embeddings, model.get_layer("softmax").kernel]
+    matrices += [w for c in cores for w in (c.cell.kernel, c.cell.recurrent_kernel)]
+    for w in matrices:
+        values = keras.ops.convert_to_numpy(w)
+        assert np.abs(values).max() <= 0.1 and values.std() > 0.05  # U(-0.1, 0.1): std 0.058
+    assert not model.get_layer("embedding").use_bias  # untied: no unused softmax bias
+    ids = np.zeros((2, 4), "int32")
+    assert_close(model(ids, training=False), model(ids, training=False))  # dropout off at inference
+    assert np.abs(keras.ops.convert_to_numpy(model(ids, training=True) - model(ids, training=False))).max() > 0
+
+
 def test_tied_softmax_uses_the_embedding_and_its_bias():
     """Logits = h E^T + b with E the input embedding (Press & Wolf 2017, eq. 1)."""
     model = build_language_model("rmc", VOCAB, **SMALL_LM["rmc"])
