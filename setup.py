@@ -18,6 +18,8 @@ EXTRAS = {
                 "prometheus_client>=0.17"],
     "tuning": ["keras-tuner>=1.4"],
     "viz": ["matplotlib>=3.7"],
+    # scipy: the benches' statistics (rank correlations).
+    "bench": ["scipy>=1.10"],
 }
 EXTRAS["all"] = sorted({req for reqs in EXTRAS.values() for req in reqs})
 

@@ -36,7 +36,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from bench.budget import train_within_budget  # noqa: E402
 from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
 from bench.memo import add_halting_arguments, apply_halting_arguments, halting_settings, hold_halting_until  # noqa: E402
-from bench.results import RESULTS_DIR, read_results  # noqa: E402
+from bench.results import RESULTS_DIR, cell, read_results  # noqa: E402
 from bench.timing import seconds_for_steps  # noqa: E402
 
 RESULTS = RESULTS_DIR / "memo_babi.json"
@@ -150,6 +150,67 @@ def summary(tasks):
     return {"mean_error": round(sum(errors) / len(errors), 2), "solved": sum(e < 5.0 for e in errors)}
 
 
+def supporting_facts(data, split="test"):
+    """{task: mean number of supporting facts per question}, from the data's own supporting-fact ids."""
+    counts = {}
+    for example in data.examples[split]:
+        counts.setdefault(str(example.task), []).append(len(example.supporting_facts))
+    return {task: round(sum(c) / len(c), 3) for task, c in sorted(counts.items(), key=lambda kv: int(kv[0]))}
+
+
+def hops_spearman(tasks, facts):
+    """Spearman's rank correlation, across tasks, of a task's mean hops and its mean supporting facts."""
+    from scipy import stats
+
+    names = [t for t in tasks if t in facts]
+    return round(float(stats.spearmanr([tasks[t]["hops"] for t in names], [facts[t] for t in names])[0]), 3)
+
+
+def train_errors(model, data, per_task_limit=100):
+    """{task: error %} on the first `per_task_limit` training questions of every task (adaptive inference):
+    beside the test error, whether a task is overfitted or never learnt."""
+    import numpy as np
+    import tensorflow as tf
+
+    arrays = data.arrays("train")
+    keep = np.concatenate([np.flatnonzero(arrays["task"] == t)[:per_task_limit] for t in data.tasks])
+    width = int(data.story_lengths("train")[keep].max())
+    x = {k: tf.constant(arrays[k][keep][:, :width] if k != "query" else arrays[k][keep])
+         for k in ("story", "query", "time")}
+    logits = model.predict(x, batch_size=256, verbose=0)
+    wrong = np.argmax(logits, -1) != arrays["answer"][keep]
+    tasks = arrays["task"][keep]
+    return {str(t): round(100 * float(wrong[tasks == t].mean()), 2) for t in data.tasks}
+
+
+def hop_errors(model, data, args):
+    """{task: {"error_by_hop": [% wrong after hop 1..N], "wrong_at_every_hop": %}}: all N hops unrolled on
+    the test split, whatever the halting network would do. A task whose answer is right at some hop but
+    not where the policy stops needs a better policy; one wrong at every hop, a better MEMO."""
+    import numpy as np
+
+    arrays = test_arrays(data, args.test_limit)
+    lengths = arrays["length"]
+    wrong = [None] * len(lengths)
+    order = np.argsort(lengths, kind="stable")
+    for start in range(0, len(order), 256):
+        rows = order[start:start + 256]
+        width = int(lengths[rows].max())
+        x = {"story": arrays["story"][rows, :width], "query": arrays["query"][rows],
+             "time": arrays["time"][rows, :width]}
+        embedded, mask = model.embed_inputs(x)
+        logits = np.asarray(model.memo.unrolled(embedded, mask=mask, training=False)["answer_logits"])
+        for row, answer_wrong in zip(rows, np.argmax(logits, -1) != arrays["answer"][rows, None]):
+            wrong[row] = answer_wrong
+    wrong = np.stack(wrong)  # (questions, N)
+    result = {}
+    for task in data.tasks:
+        rows = wrong[arrays["task"] == task]
+        result[str(task)] = {"error_by_hop": [round(100 * float(e), 2) for e in rows.mean(0)],
+                             "wrong_at_every_hop": round(100 * float(rows.all(1).mean()), 2)}
+    return result
+
+
 def run(args):
     limit_threads(args.threads)
     from keras_relmem.training import write_json
@@ -179,6 +240,8 @@ def run(args):
 
     def evaluate(model):
         tasks = per_task(model, data, args)
+        for task, error in train_errors(model, data).items():
+            tasks[task]["train_error"] = error
         return {**summary(tasks), "tasks": tasks}
 
     def describe(entry):
@@ -186,7 +249,9 @@ def run(args):
                 f"train acc {entry['train_accuracy']:5.1f}%  mean test error {entry['mean_error']:5.2f}%  "
                 f"solved {entry['solved']:2d}/20  train hops {entry['train_hops']:.2f}")
 
-    def record(curve, complete=False):
+    facts = supporting_facts(data)
+
+    def record(curve, complete=False, extra=None):
         last = curve[-1]
         write_json(args.results, {
             "minutes": last["minutes"],
@@ -194,16 +259,22 @@ def run(args):
             "epochs": round(last["examples"] / len(data.examples["train"]), 3),
             "tasks": last["tasks"],
             **summary(last["tasks"]),
+            "supporting_facts": facts,
+            "hops_spearman": hops_spearman(last["tasks"], facts),
             "complete": complete,
-            "curve": [{k: v for k, v in e.items() if k != "tasks"} for e in curve],
+            **(extra or {}),
+            # each round's per-task test and training errors: overfitting or never learnt
+            "curve": [{**{k: v for k, v in e.items() if k != "tasks"},
+                       "task_errors": {t: [row["error"], row.get("train_error")] for t, row in e["tasks"].items()}}
+                      for e in curve],
             "args": run_arguments(args, "speed"),
         })
 
-    curve, _ = train_within_budget(
+    curve, model = train_within_budget(
         lambda: build(args, data), train_round, evaluate, pathlib.Path(args.workdir),
         args.budget_minutes, describe=describe, on_resume=resume, on_round=record,
     )
-    record(curve, complete=True)
+    record(curve, complete=True, extra={"hop_errors": hop_errors(model, data, args)})
     report(args)
 
 
@@ -260,13 +331,24 @@ def markdown(results):
     """Per-task error and mean hops of the joint run, with the paper's Table 3 beside it."""
     tasks = results["tasks"]
     state = "complete" if results.get("complete") else "unfinished"
+    facts = results.get("supporting_facts", {})
+    by_hop = results.get("hop_errors", {})
     lines = [f"Joint bAbI en-10k (task 3: en), {results['minutes']:.1f} training minutes, "
-             f"{results['epochs']:.2f} epochs ({state}):", "", "| task | error % | hops |", "|---|---|---|"]
-    lines += [f"| {task} | {tasks[task]['error']:.2f} | {tasks[task]['hops']:.2f} |" for task in sorted(tasks, key=int)]
+             f"{results['epochs']:.2f} epochs ({state}):", "",
+             "| task | error % | training error % | hops | supporting facts | error % after hop 1, 2, ... N "
+             "| wrong at every hop % |", "|---|---|---|---|---|---|---|"]
+    for task in sorted(tasks, key=int):
+        row, hop = tasks[task], by_hop.get(task, {})
+        lines.append(f"| {task} | {row['error']:.2f} | {cell(row.get('train_error'))} | {row['hops']:.2f} | "
+                     f"{cell(facts.get(task))} | {', '.join(f'{e:.1f}' for e in hop.get('error_by_hop', []))} | "
+                     f"{cell(hop.get('wrong_at_every_hop'))} |")
     single, multi = hops_by_fact_count(tasks)
     lines += ["", f"- ours: mean error {results['mean_error']:.2f}%, solved {results['solved']}/20",
               *(f"- paper, {name}: mean error {error}%, solved {solved}/20" for name, (error, solved) in PAPER.items()),
               f"- mean hops: single-fact tasks {SINGLE_FACT} {single:.2f}, multi-fact tasks {MULTI_FACT} {multi:.2f}"]
+    if facts:
+        lines.append(f"- Spearman correlation across tasks of mean hops and mean supporting facts (from the data's "
+                     f"supporting-fact ids): {hops_spearman(tasks, facts):.2f}")
     return "\n".join(lines)
 
 
@@ -290,9 +372,11 @@ def report(args):
     # beside the results it draws (bench/results/memo_babi_hops.png for the default --results)
     path = pathlib.Path(args.results)
     tasks = results["tasks"]
+    facts = results.get("supporting_facts")
+    rho = f", Spearman with supporting facts {hops_spearman(tasks, facts):.2f}" if facts else ""
     picture = viz.hops_per_task({t: row["hops"] for t, row in tasks.items()}, path.with_name(f"{path.stem}_hops.png"),
-                                title=f"MEMO on joint bAbI: mean hops per task ({results['minutes']:.0f} min)",
-                                highlight=MULTI_FACT)
+                                title=f"MEMO on joint bAbI: mean hops per task ({results['minutes']:.0f} min{rho})",
+                                highlight=MULTI_FACT, facts=facts)
     print(f"Wrote {picture}")
 
 

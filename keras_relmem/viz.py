@@ -169,7 +169,7 @@ def budget_curves(curves, key, ylabel, title, path, log_y=False):
     return _save(fig, path)
 
 
-def hops_per_task(hops, path, title="Mean hops per task", highlight=()):
+def hops_per_task(hops, path, title="Mean hops per task", highlight=(), facts=None):
     """A bar per task of the mean number of hops an adaptive model took.
 
     Args:
@@ -177,6 +177,10 @@ def hops_per_task(hops, path, title="Mean hops per task", highlight=()):
         path: PNG to write.
         title: the plot's title.
         highlight: tasks drawn in another colour (e.g. the multi-fact ones).
+        facts: optional `{task: mean supporting facts}`; the bars are then
+            coloured by it (rounded: 1, 2 or 3 facts) with a legend, in place
+            of `highlight`, so the picture shows whether hops follow the
+            reasoning a task needs.
 
     Example:
 
@@ -189,8 +193,18 @@ def hops_per_task(hops, path, title="Mean hops per task", highlight=()):
     tasks = sorted(hops, key=int)
     marked = {int(t) for t in highlight}
     fig, ax = plt.subplots(figsize=(6, 3))
-    ax.bar([str(t) for t in tasks], [hops[t] for t in tasks],
-           color=["tab:orange" if int(t) in marked else "tab:blue" for t in tasks])
+    if facts:
+        by_task = {int(t): round(float(v)) for t, v in facts.items()}
+        colours = {1: "tab:blue", 2: "tab:orange", 3: "tab:red"}
+        for count in sorted(set(by_task.get(int(t), 0) for t in tasks)):
+            shown = [t for t in tasks if by_task.get(int(t), 0) == count]
+            ax.bar([str(t) for t in shown], [hops[t] for t in shown], color=colours.get(count, "tab:gray"),
+                   label=f"{count} supporting fact{'s' if count != 1 else ''}")
+        ax.set_xticks(range(len(tasks)), [str(t) for t in tasks])
+        ax.legend(fontsize=7, loc="upper left")
+    else:
+        ax.bar([str(t) for t in tasks], [hops[t] for t in tasks],
+               color=["tab:orange" if int(t) in marked else "tab:blue" for t in tasks])
     ax.set_xlabel("bAbI task")
     ax.set_ylabel("mean hops at test")
     ax.set_title(title, fontsize=10)

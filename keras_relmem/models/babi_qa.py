@@ -35,6 +35,7 @@ DEFAULTS = {
         "bias_init": -3.0,
         "halting_learning_rate": 1e-4,
         "answer_loss": "visited",
+        "halting_inputs": "distance",
     },
 }
 

@@ -1,0 +1,52 @@
+"""bench/memo_babi.py's analysis: supporting facts per task, the hops' rank correlation with them, and the
+per-task training error and per-hop error of a (small, briefly trained) MEMO."""
+
+import numpy as np
+import pytest
+
+from bench import memo_babi
+from keras_relmem.data import load_babi
+
+
+@pytest.fixture(scope="module")
+def data():
+    try:
+        return load_babi([1, 2, 3], "en", memory_size=50)
+    except Exception as error:  # noqa: BLE001 - no local copy of bAbI
+        pytest.skip(f"bAbI not available: {error}")
+
+
+def test_supporting_facts_come_from_the_data(data):
+    # Weston et al. 2015: tasks 1-3 are "single/two/three supporting facts".
+    assert memo_babi.supporting_facts(data) == {"1": 1.0, "2": 2.0, "3": 3.0}
+
+
+def test_spearman_by_hand():
+    facts = {"1": 1.0, "2": 2.0, "3": 3.0, "4": 1.0}
+    same_order = {"1": {"hops": 1.2}, "2": {"hops": 2.5}, "3": {"hops": 3.1}, "4": {"hops": 1.2}}
+    assert memo_babi.hops_spearman(same_order, facts) == 1.0
+    # ranks: hops 3, 2, 1, 4 against facts 1.5, 3, 4, 1.5 (ties share their mean rank);
+    # Pearson of the ranks: -4.5 / sqrt(5 * 4.5) = -0.949
+    mixed = {"1": {"hops": 2.0}, "2": {"hops": 1.5}, "3": {"hops": 1.0}, "4": {"hops": 2.5}}
+    assert memo_babi.hops_spearman(mixed, facts) == pytest.approx(-0.949, abs=1e-3)
+
+
+def test_training_and_per_hop_errors_of_a_small_memo(data):
+    args = memo_babi.parse_args(["--embedding-dim", "8", "--num-heads", "2", "--key-size", "4", "--max-hops", "3",
+                                 "--batch-size", "16", "--test-limit", "40"])
+    model = memo_babi.build(args, data)
+    model.fit(memo_babi.train_dataset(data, args, seed=0), steps_per_epoch=3, epochs=1, verbose=0)
+    train = memo_babi.train_errors(model, data, per_task_limit=30)
+    assert sorted(train, key=int) == ["1", "2", "3"] and all(0 <= e <= 100 for e in train.values())
+    hops = memo_babi.hop_errors(model, data, args)
+    for row in hops.values():
+        assert len(row["error_by_hop"]) == 3
+        # a question wrong at every hop is wrong at each hop
+        assert row["wrong_at_every_hop"] <= min(row["error_by_hop"]) + 1e-9
+    # the last hop's error is what a model that always runs N hops scores
+    model.memo.policy.halt.bias.assign([-30.0])  # never halt early
+    adaptive = memo_babi.per_task(model, data, args)
+    for task, row in hops.items():
+        assert row["error_by_hop"][-1] == pytest.approx(adaptive[task]["error"], abs=1e-6)
+        assert adaptive[task]["hops"] == pytest.approx(3.0)
+    assert np.isfinite(list(train.values())).all()
