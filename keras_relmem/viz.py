@@ -197,11 +197,12 @@ def hops_per_task(hops, path, title="Mean hops per task", highlight=(), facts=No
         by_task = {int(t): round(float(v)) for t, v in facts.items()}
         colours = {1: "tab:blue", 2: "tab:orange", 3: "tab:red"}
         for count in sorted(set(by_task.get(int(t), 0) for t in tasks)):
-            shown = [t for t in tasks if by_task.get(int(t), 0) == count]
-            ax.bar([str(t) for t in shown], [hops[t] for t in shown], color=colours.get(count, "tab:gray"),
+            shown = [i for i, t in enumerate(tasks) if by_task.get(int(t), 0) == count]
+            ax.bar(shown, [hops[tasks[i]] for i in shown], color=colours.get(count, "tab:gray"),
                    label=f"{count} supporting fact{'s' if count != 1 else ''}")
         ax.set_xticks(range(len(tasks)), [str(t) for t in tasks])
-        ax.legend(fontsize=7, loc="upper left")
+        ax.set_ylim(0, 1.4 * max(hops.values()))  # room for the legend above the bars
+        ax.legend(fontsize=7, loc="upper left", ncol=3)
     else:
         ax.bar([str(t) for t in tasks], [hops[t] for t in tasks],
                color=["tab:orange" if int(t) in marked else "tab:blue" for t in tasks])

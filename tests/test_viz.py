@@ -105,3 +105,26 @@ def test_train_babi_plot_and_explain(model, tmp_path, capsys):
                                  "--question", "Where is Mary?", "--out", str(tmp_path / "explain.png")])
     assert len(answers) == 3 and summary["tasks"]["1"]["questions"] == 1000
     assert_picture(path)
+
+
+def test_hops_per_task_coloured_by_facts_keeps_every_bar_at_its_task(tmp_path, monkeypatch):
+    """Bars drawn group by group (one colour per number of supporting facts) still stand at their task."""
+    import matplotlib.colors
+
+    drawn = {}
+    save = viz._save
+
+    def capture(fig, path):
+        bars = fig.axes[0].patches
+        drawn["bars"] = sorted((round(b.get_x() + b.get_width() / 2), b.get_height(),
+                                matplotlib.colors.to_hex(b.get_facecolor())) for b in bars)
+        drawn["labels"] = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+        return save(fig, path)
+
+    monkeypatch.setattr(viz, "_save", capture)
+    hops = {"1": 1.1, "2": 2.2, "3": 3.3, "4": 1.4}
+    facts = {"1": 1.0, "2": 2.0, "3": 3.0, "4": 1.0}
+    assert_picture(viz.hops_per_task(hops, tmp_path / "h.png", facts=facts))
+    blue, orange, red = (matplotlib.colors.to_hex(c) for c in ("tab:blue", "tab:orange", "tab:red"))
+    assert drawn["bars"] == [(0, 1.1, blue), (1, 2.2, orange), (2, 3.3, red), (3, 1.4, blue)]
+    assert drawn["labels"] == ["1", "2", "3", "4"]
