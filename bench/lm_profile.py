@@ -1,0 +1,111 @@
+"""Where a language-model training step spends its time, by kind of op (TensorFlow profiler).
+
+Trains the RMC language model of `bench.lm_speed` (or the LSTM) for a few
+batches under `tf.profiler`, reads the trace back and sums the ops' own time
+by phase (forward / backward), place (inside the recurrence's loop or
+outside it) and kind (matrix products against everything else), with the
+largest single ops. The matrix products' share says how much a faster
+recurrence could still win: a step that is mostly matrix products running at
+the machine's rate is as fast as its FLOPs allow.
+
+Usage:
+    python -m bench.lm_profile [--model rmc|rmc-cell|lstm] [--steps 2] [--bptt 100]
+"""
+
+import argparse
+import collections
+import os
+import pathlib
+import tempfile
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=["rmc", "rmc-cell", "lstm"], default="rmc",
+                        help="rmc: RelationalMemory; rmc-cell: RNN(RelationalMemoryCell), the reference")
+    parser.add_argument("--steps", type=int, default=2, help="profiled training batches (after 2 warm-up)")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--bptt", type=int, default=100)
+    parser.add_argument("--vocab", type=int, default=10000)
+    parser.add_argument("--top", type=int, default=15, help="largest single ops to list")
+    return parser.parse_args(argv)
+
+
+def op_times(trace_dir):
+    """{op name: (type, total picoseconds)} of the TensorFlow ops in a profiler trace directory."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    totals = collections.defaultdict(int)
+    types = {}
+    for path in pathlib.Path(trace_dir).glob("plugins/profile/*/*.xplane.pb"):
+        space = xplane_pb2.XSpace()
+        space.ParseFromString(path.read_bytes())
+        for plane in space.planes:
+            for line in plane.lines:
+                if not line.name.startswith("tf_Compute"):
+                    continue
+                for event in line.events:
+                    name = plane.event_metadata[event.metadata_id].name
+                    if ":" not in name or name.startswith("ExecutorState"):  # spans that hold the ops
+                        continue
+                    op, kind = name.rsplit(":", 1)
+                    totals[op] += event.duration_ps
+                    types[op] = kind
+    return {op: (types[op], ps) for op, ps in totals.items()}
+
+
+def categorize(times):
+    """{(phase, place, kind): picoseconds}: forward, backward or the optimizer's update, in the loop or
+    outside, matmul or other."""
+    groups = collections.Counter()
+    for op, (kind, ps) in times.items():
+        if "adam" in op.lower() or "clip" in op.lower():
+            phase = "optimizer"
+        else:
+            phase = "backward" if "gradient_tape" in op or "gradients" in op else "forward"
+        place = "loop" if "/while/" in op or "while_grad" in op else "outside"
+        groups[(phase, place, "matmul" if "MatMul" in kind else "other")] += ps
+    return groups
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from bench.flops import lm_training_flops_per_token
+    from keras_relmem.models.language_model import build_language_model, lm_defaults
+
+    kind = "lstm" if args.model == "lstm" else "rmc"
+    model = build_language_model(kind, args.vocab, args.batch, args.bptt, stateful=True,
+                                 **({"precompute_inputs": False} if args.model == "rmc-cell" else {}))
+    model.compile(keras.optimizers.Adam(1e-3, clipnorm=0.25),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    rng = np.random.default_rng(0)
+    x = rng.integers(args.vocab, size=(args.batch * (args.steps + 2), args.bptt))
+    y = rng.integers(args.vocab, size=x.shape)
+    warm = args.batch * 2
+    model.fit(x[:warm], y[:warm], batch_size=args.batch, verbose=0, shuffle=False)
+    with tempfile.TemporaryDirectory() as trace:
+        tf.profiler.experimental.start(trace)
+        model.fit(x[warm:], y[warm:], batch_size=args.batch, verbose=0, shuffle=False)
+        tf.profiler.experimental.stop()
+        times = op_times(trace)
+    total = sum(ps for _, ps in times.values())
+    tokens = args.batch * args.bptt * args.steps
+    flops = lm_training_flops_per_token(kind, lm_defaults(kind), args.vocab) * tokens
+    matmul = sum(ps for kind_, ps in times.values() if "MatMul" in kind_)
+    print(f"{args.model}: {total / 1e12:.2f} s of op time over {args.steps} batches of {args.batch} x {args.bptt}; "
+          f"matrix products {100 * matmul / total:.0f}% of it, at {flops / (matmul / 1e12) / 1e9:.1f} GFLOP/s")
+    for (phase, place, kind_), ps in sorted(categorize(times).items(), key=lambda kv: -kv[1]):
+        print(f"  {100 * ps / total:5.1f}%  {phase:9s} {place:7s} {kind_}")
+    print("largest ops (share of op time):")
+    for op, (kind_, ps) in sorted(times.items(), key=lambda kv: -kv[1][1])[:args.top]:
+        print(f"  {100 * ps / total:5.1f}%  {kind_:28s} {op[-90:]}")
+
+
+if __name__ == "__main__":
+    main()
