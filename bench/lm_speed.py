@@ -162,7 +162,8 @@ def markdown(results):
              "| share of the machine's matrix-product rate |", "|---|---|---|---|---|---|---|---|"]
     rows = results.get("rows", {})
     for row in rows.values():
-        reference = rows.get(f"{row['backend']} {row['mode']}: {REFERENCE}")
+        reference = next((r for r in rows.values() if r["model"] == REFERENCE
+                          and (r["backend"], r["mode"]) == (row["backend"], row["mode"])), None)
         ratio = f"{row['tokens_per_s'] / reference['tokens_per_s']:.2f}" if reference else ""
         lines.append(f"| {row['model']} | {row['backend']} {row['mode']} | {row['params']:,} | "
                      f"{row['tokens_per_s']:,.0f} | {ratio} | {row['flops_per_token'] / 1e6:.1f} | {row['gflops']} | "
