@@ -202,7 +202,9 @@ def summary():
                      f"{ours['first_node']:.1f}% / {ours['second_node']:.1f}%", f"{paper[0]}% / {paper[1]}%", "",
                      "memo_shortest_path.json"))
     joint = _load("memo_babi.json")
-    rows.append(("MEMO, joint bAbI", "tasks solved, mean error", f"{joint['solved']}/20, {joint['mean_error']:.1f}%",
+    rho = memo_babi.hops_spearman(joint["tasks"], joint["supporting_facts"])
+    rows.append(("MEMO, joint bAbI", "tasks solved, mean error; Spearman of hops and supporting facts",
+                 f"{joint['solved']}/20, {joint['mean_error']:.1f}%; {rho:.2f}",
                  f"{memo_babi.PAPER['MEMO'][1]}/20, {memo_babi.PAPER['MEMO'][0]}%", "",
                  "memo_babi.json"))
     nth = _load("nth_farthest.json")
