@@ -50,3 +50,29 @@ def test_training_and_per_hop_errors_of_a_small_memo(data):
         assert row["error_by_hop"][-1] == pytest.approx(adaptive[task]["error"], abs=1e-6)
         assert adaptive[task]["hops"] == pytest.approx(3.0)
     assert np.isfinite(list(train.values())).all()
+
+
+def test_hops_by_fact_count_by_hand():
+    tasks = {"1": {"hops": 1.0}, "2": {"hops": 2.0}, "3": {"hops": 3.5}, "7": {"hops": 3.0}}
+    facts = {"1": 1.0, "2": 2.0, "3": 3.0, "7": 2.332}
+    assert memo_babi.hops_by_fact_count(tasks, facts) == {1: (1.0, 1), 2: (2.5, 2), 3: (3.5, 1)}
+
+
+def test_a_run_on_some_tasks_records_the_analysis(tmp_path):
+    import json
+
+    results = tmp_path / "memo.json"
+    argv = ["--tasks", "1", "2", "--embedding-dim", "8", "--num-heads", "2", "--key-size", "4", "--max-hops", "2",
+            "--batch-size", "16", "--steps-per-round", "2", "--budget-minutes", "0.01", "--test-limit", "20",
+            "--halting-warmup-rounds", "0", "--workdir", str(tmp_path / "run"),
+            "--results", str(results)]
+    try:
+        memo_babi.main(argv)
+    except FileNotFoundError as error:
+        pytest.skip(f"bAbI en-10k not available: {error}")
+    run = json.loads(results.read_text())
+    assert run["complete"] and sorted(run["tasks"]) == ["1", "2"]
+    assert run["supporting_facts"] == {"1": 1.0, "2": 2.0}
+    assert all(len(row["error_by_hop"]) == 2 for row in run["hop_errors"].values())
+    assert all(set(e["task_errors"]) == {"1", "2"} for e in run["curve"])
+    assert "solved" in memo_babi.markdown(run) and "1 fact" in memo_babi.markdown(run)

@@ -25,7 +25,7 @@ def test_a_named_lstm_recipe_runs_and_lands_under_its_name(tmp_path):
     argv = ["--model", "lstm", "--name", "lstm_sgd", "--optimizer", "sgd", "--learning-rate", "1.0",
             "--lr-decay", "0.5", "--decay-after", "4", "--clipnorm", "5", "--batch-size", "20", "--bptt", "20",
             "--units", "8", "--num-layers", "2", "--init-scale", "0.1", "--untied", "--budget-minutes", "0.01",
-            "--batches-per-round", "2", "--threads", "1", "--workdir", str(tmp_path / "runs"),
+            "--batches-per-round", "2", "--workdir", str(tmp_path / "runs"),
             "--results", str(results)]
     ptb_lm.main(argv)
     run = json.loads(results.read_text())["lstm_sgd"]
