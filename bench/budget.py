@@ -121,6 +121,8 @@ def draw_model_curves(results, metric, label, title, results_path, **kwargs):
     file (PNG)."""
     from keras_relmem.viz import budget_curves
 
-    runs = {name: run for name, run in results.items() if name != "args" and "curve" in run}
+    names = sorted((n for n in results if n != "args" and "curve" in results[n]),
+                   key=lambda n: (not n.startswith("rmc"), n))  # the RMC first, as the tables have it
+    runs = {name: results[name] for name in names}
     return budget_curves({name.upper(): run["curve"] for name, run in runs.items()},
                          metric, label, title, pathlib.Path(results_path).with_suffix(".png"), **kwargs)

@@ -37,6 +37,8 @@ PAPER = {"rmc": 91.0, "lstm": 30.0}
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=["rmc", "lstm"], default="rmc")
+    parser.add_argument("--name", default=None,
+                        help="the run's key in the results (default: the model), e.g. one LSTM of a tuning grid")
     parser.add_argument("--budget-minutes", type=float, default=60.0)
     parser.add_argument("--steps-per-round", type=int, default=200)
     parser.add_argument("--batch-size", type=int, default=64)
@@ -101,29 +103,33 @@ def run(args):
         }
 
 
+    name = args.name or args.model
     curve, model = train_within_budget(
-        build, train_round, evaluate, pathlib.Path(args.workdir) / args.model, args.budget_minutes,
+        build, train_round, evaluate, pathlib.Path(args.workdir) / name, args.budget_minutes,
         describe=lambda e: (
-            f"{args.model} round {e['round']:3d}  {e['minutes']:6.1f} min  "
+            f"{name} round {e['round']:3d}  {e['minutes']:6.1f} min  "
             f"train {e['train_accuracy']:5.1f}%  test {e['test_accuracy']:5.1f}%"
         ),
-        on_round=record_unfinished(args.results, args.model, summary, arguments, args.budget_minutes),
+        on_round=record_unfinished(args.results, name, summary, arguments, args.budget_minutes),
     )
     result = {"complete": True, "parameters": int(model.count_params()), **summary(curve)}
-    merge_result(args.results, args.model, result, arguments)
-    print(f"{args.model}: test accuracy {result['accuracy']:.1f}% after {result['minutes']:.1f} training minutes")
+    merge_result(args.results, name, result, arguments)
+    print(f"{name}: test accuracy {result['accuracy']:.1f}% after {result['minutes']:.1f} training minutes")
 
 
 def markdown(results):
     """Test accuracy of each model after its budget, next to the paper's."""
     lines = ["| model | test accuracy % | best % | training minutes | examples | parameters | paper % |",
              "|" + "---|" * 7]
-    for name in ("rmc", "lstm"):
-        if name in results:
-            r = results[name]
-            state = "" if r.get("complete") else " (unfinished)"
-            lines.append(f"| {name.upper()}{state} | {r['accuracy']:.1f} | {r['best_accuracy']:.1f} "
-                         f"| {r['minutes']:.1f} | {r['examples']:,d} | {r.get('parameters', '')} | {PAPER[name]:.0f} |")
+    for name in sorted((n for n in results if n != "args"), key=lambda n: (not n.startswith("rmc"), n)):
+        r, run_args = results[name], results.get("args", {}).get(name, {})
+        state = "" if r.get("complete") else " (unfinished)"
+        model = run_args.get("model", name)
+        # the paper's figures are for its task: 8 objects of 16 features
+        full_task = (run_args.get("num_objects", 8), run_args.get("num_features", 16)) == (8, 16)
+        paper = f"{PAPER[model]:.0f}" if model in PAPER and full_task else ""
+        lines.append(f"| {name.upper()}{state} | {r['accuracy']:.1f} | {r['best_accuracy']:.1f} "
+                     f"| {r['minutes']:.1f} | {r['examples']:,d} | {r.get('parameters', '')} | {paper} |")
     return "\n".join(lines)
 
 

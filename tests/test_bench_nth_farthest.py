@@ -1,0 +1,20 @@
+"""bench/nth_farthest.py: a named run of a smaller task lands under its name, without the paper's figure."""
+
+import json
+
+from bench import nth_farthest
+
+
+def test_named_small_task_run(tmp_path):
+    results = tmp_path / "nf.json"
+    common = ["--num-objects", "4", "--num-features", "4", "--steps-per-round", "2", "--batch-size", "8",
+              "--test-examples", "40", "--budget-minutes", "0.01", "--workdir", str(tmp_path / "runs"),
+              "--results", str(results)]
+    nth_farthest.main(["--model", "lstm", "--name", "lstm_u8", "--units", "8", *common])
+    nth_farthest.main(["--model", "rmc", "--mem-slots", "2", "--head-size", "4", "--num-heads", "2", *common])
+    written = json.loads(results.read_text())
+    assert written["lstm_u8"]["complete"] and 0 <= written["lstm_u8"]["accuracy"] <= 100
+    assert written["args"]["lstm_u8"]["units"] == 8
+    table = nth_farthest.markdown(written).splitlines()
+    assert table[2].startswith("| RMC |") and table[3].startswith("| LSTM_U8 |")
+    assert table[2].endswith("|  |") and table[3].endswith("|  |")  # 4 objects: not the paper's task
