@@ -43,7 +43,8 @@ MODES = {"tensorflow": ["graph", "XLA"], "jax": ["jit"]}
 REFERENCE = "RMC, RNN(cell) (reference)"
 MODELS = {
     REFERENCE: ("rmc", {"precompute_inputs": False}),
-    "RMC, RelationalMemory": ("rmc", {}),
+    "RMC, RelationalMemory(transposed_kernels=False)": ("rmc", {"transposed_kernels": False}),
+    "RMC, RelationalMemory(transposed_kernels=True)": ("rmc", {"transposed_kernels": True}),
     "LSTM baseline (tied)": ("lstm", {}),
     "plain keras LSTM (untied)": ("plain_lstm", {}),
 }

@@ -259,9 +259,15 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
 
     def _qkv(self, block, rows):
         """LayerNorm(Linear(rows)): the block's queries, keys and values."""
-        return self.qkv_norms[block](
-            utils.dense_on_rows(self.qkv_projections[block], rows)
-        )
+        return self.qkv_norms[block](self._dense_on_rows(self.qkv_projections[block], rows))
+
+    def _dense_on_rows(self, layer, rows):
+        """`utils.dense_on_rows`, or, inside a `RelationalMemory` whose call set transposed kernels, the same
+        values with an input gradient that multiplies by the kernel transposed once per sequence."""
+        transposed = getattr(self, "_transposed_kernels", None)
+        if not transposed or layer.name not in transposed:
+            return utils.dense_on_rows(layer, rows)
+        return utils.dense_on_rows_with_transposed_kernel(layer, rows, transposed[layer.name])
 
     def _input_terms(self, inputs):
         """What a step computes from its input alone, never from the memory.
@@ -327,14 +333,14 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
             rows = self.attention_norms[block](rows + attended)
             hidden = rows
             for layer in self.attention_mlp:
-                hidden = utils.dense_on_rows(layer, hidden)
+                hidden = self._dense_on_rows(layer, hidden)
             rows = self.mlp_norms[block](hidden + rows)
         return rows, attention
 
     def _gated(self, candidate, memory, input_gates):
         if self.gate_style is None:
             return candidate
-        gates = utils.dense_on_rows(self.memory_gate_projection, ops.tanh(memory))
+        gates = self._dense_on_rows(self.memory_gate_projection, ops.tanh(memory))
         gates = gates + ops.expand_dims(input_gates, 1)
         input_gate, forget_gate = ops.split(gates, 2, axis=-1)
         input_gate = ops.sigmoid(input_gate + self.input_bias)
@@ -458,6 +464,14 @@ class _PrecomputedInputsCell(RelationalMemoryCell):
     step receives differs, so it is a class of its own rather than a mode.
     """
 
+    # {layer name: transposed kernel}, set by RelationalMemory.call for the length of one call
+    _transposed_kernels = None
+
+    def loop_dense_layers(self):
+        """The projections applied at every step: the memory's q/k/v, the attention MLP, the memory gates."""
+        gates = [self.memory_gate_projection] if self.gate_style is not None else []
+        return [*self.qkv_projections, *self.attention_mlp, *gates]
+
     def _input_rows(self, step_input):
         return self._num_input_rows
 
@@ -468,6 +482,10 @@ class _PrecomputedInputsCell(RelationalMemoryCell):
         flat = ops.reshape(next_memory, (-1, self.mem_slots * self.mem_size))
         return flat, [flat]
 
+
+# Backends on which RelationalMemory transposes its per-step kernels once per sequence by default
+# (bench/lm_speed.py measured it faster there).
+TRANSPOSED_KERNELS_BACKENDS = ("tensorflow", "jax")
 
 # The RelationalMemoryCell arguments that RelationalMemory passes to its cell.
 _CELL_ARGUMENTS = tuple(
@@ -505,6 +523,13 @@ class RelationalMemory(keras.layers.RNN):
         stateful: bool, carry the memory from batch to batch (truncated BPTT);
             needs a fixed batch size.
         unroll: bool, unroll the loop (short sequences only).
+        transposed_kernels: bool or None. True transposes the kernels used at
+            every step once per sequence, so that the backward pass's input
+            gradients multiply by a transposed copy instead of transposing
+            inside every step; same values and gradients. None (default)
+            turns it on where it measured faster (tensorflow and jax;
+            `bench/lm_speed.py`) and off on torch, whose Keras backend has
+            no `custom_gradient`.
         **kwargs: any other `RelationalMemoryCell` argument (`num_heads`,
             `num_blocks`, `gate_style`, `key_size`, `treat_input_as_matrix`,
             `dropout`, initializers, ...) and the usual layer arguments
@@ -536,8 +561,11 @@ class RelationalMemory(keras.layers.RNN):
         go_backwards=False,
         stateful=False,
         unroll=False,
+        transposed_kernels=None,
         **kwargs,
     ):
+        if transposed_kernels is None:
+            transposed_kernels = keras.backend.backend() in TRANSPOSED_KERNELS_BACKENDS
         cell_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in _CELL_ARGUMENTS}
         cell = _PrecomputedInputsCell(
             mem_slots,
@@ -556,17 +584,26 @@ class RelationalMemory(keras.layers.RNN):
             unroll=unroll,
             **kwargs,
         )
+        self.transposed_kernels = bool(transposed_kernels)
 
     def call(self, sequences, initial_state=None, mask=None, training=False):
         features = self.cell.precompute_inputs(sequences)
-        return super().call(features, initial_state=initial_state, mask=mask, training=training)
+        if self.transposed_kernels:
+            dtype = self.cell.compute_dtype
+            self.cell._transposed_kernels = {
+                layer.name: ops.transpose(ops.cast(layer.kernel, dtype)) for layer in self.cell.loop_dense_layers()
+            }
+        try:
+            return super().call(features, initial_state=initial_state, mask=mask, training=training)
+        finally:
+            self.cell._transposed_kernels = None
 
     def get_config(self):
         cell_config = self.cell.get_config()
         config = {name: cell_config[name] for name in _CELL_ARGUMENTS}
         base_config = super().get_config()
         del base_config["cell"]
-        return {**base_config, **config}
+        return {**base_config, **config, "transposed_kernels": self.transposed_kernels}
 
     @classmethod
     def from_config(cls, config):

@@ -96,3 +96,43 @@ def dense_on_rows(layer, x):
     rows, features = x.shape[1], x.shape[2]
     out = layer(keras.ops.reshape(x, (-1, features)))
     return keras.ops.reshape(out, (-1, rows, out.shape[-1]))
+
+
+def dense_on_rows_with_transposed_kernel(layer, x, kernel_t):
+    """`dense_on_rows(layer, x)` whose gradient for `x` multiplies by `kernel_t`, the kernel already transposed.
+
+    The same values and gradients; only the product that computes the input
+    gradient differs. Autodiff of `x @ kernel` multiplies the output gradient
+    by `transpose(kernel)` inside every step of a recurrence; on TensorFlow's
+    CPU kernels a product with a transposed operand ran at half the rate of
+    the same product on a transposed copy (bench/lm_profile.py), so a
+    recurrent layer transposes its kernels once per sequence and passes them
+    here.
+
+    Args:
+        layer: a built `keras.layers.Dense`.
+        x: `(batch, rows, features)`.
+        kernel_t: `transpose(layer.kernel)` in `x`'s dtype, `(units, features)`.
+    """
+    ops = keras.ops
+    rows, features = x.shape[1], x.shape[2]
+    flat = ops.reshape(x, (-1, features))
+    kernel = ops.cast(layer.kernel, flat.dtype)
+
+    # kernel_t is an argument, not a closure: JAX does not let a custom gradient inside a scan close over
+    # a value traced outside it. Its own gradient is None: the forward pass does not use it.
+    @ops.custom_gradient
+    def product(flat, kernel, kernel_t):
+        def grad(*args, upstream=None):
+            if upstream is None:
+                (upstream,) = args
+            return ops.matmul(upstream, kernel_t), ops.matmul(ops.transpose(flat), upstream), None
+
+        return ops.matmul(flat, kernel), grad
+
+    out = product(flat, kernel, kernel_t)
+    if layer.use_bias:
+        out = out + ops.cast(layer.bias, out.dtype)
+    if layer.activation is not None:
+        out = layer.activation(out)
+    return ops.reshape(out, (-1, rows, out.shape[-1]))

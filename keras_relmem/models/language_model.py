@@ -38,6 +38,7 @@ def build_language_model(
     sequence_length=None,
     stateful=False,
     precompute_inputs=True,
+    transposed_kernels=None,
     **hparams,
 ):
     """A next-word model: `(batch, time)` ids -> `(batch, time, vocab)` logits.
@@ -52,6 +53,8 @@ def build_language_model(
             input-only terms of all steps computed before the recurrence)
             rather than `keras.layers.RNN(RelationalMemoryCell(...))`. Same
             weights and outputs; False is kept for `bench/lm_speed.py`.
+        transposed_kernels: `RelationalMemory`'s argument (None: its
+            backend default); kept for `bench/lm_speed.py`.
         **hparams: overrides of `DEFAULTS[model]`; `tied=True` shares the
             embedding matrix with the softmax (with a linear projection from
             the core's output to `embedding_dim` when their sizes differ).
@@ -89,8 +92,9 @@ def build_language_model(
     )
     h = embedding(ids)
     if model == "rmc":
+        extra = {"transposed_kernels": transposed_kernels} if precompute_inputs else {}
         h = rmc_layer(
-            config, precompute_inputs, return_sequences=True, stateful=stateful, name="core"
+            config, precompute_inputs, return_sequences=True, stateful=stateful, name="core", **extra
         )(h)
     else:
         for i in range(config["num_layers"]):

@@ -56,8 +56,8 @@ def test_matrix_input_matches_numpy(gate_style):
 
 
 # -- the same computation as the reference path, values and gradients ----------
-def twins(**kwargs):
-    layer, _ = make_layer(num_blocks=2, **kwargs)
+def twins(transposed_kernels=None, **kwargs):
+    layer, _ = make_layer(num_blocks=2, transposed_kernels=transposed_kernels, **kwargs)
     cell_config = {k: v for k, v in layer.cell.get_config().items() if k not in ("name", "dtype", "trainable")}
     twin = keras.layers.RNN(RelationalMemoryCell(**cell_config), **kwargs)
     twin.build((None, STEPS, FEATURES))
@@ -65,8 +65,14 @@ def twins(**kwargs):
     return layer, twin
 
 
-def test_outputs_and_gradients_equal_rnn_of_cell():
-    layer, twin = twins(return_sequences=True)
+@pytest.mark.parametrize("transposed_kernels", [False, True])
+def test_outputs_and_gradients_equal_rnn_of_cell(transposed_kernels):
+    # transposed_kernels=True: the per-step products' input gradients use kernels transposed once per
+    # sequence (a custom gradient); the gradients must still be autodiff's of the reference.
+    if transposed_kernels and keras.backend.backend() == "torch":
+        pytest.skip("keras.ops.custom_gradient is not available on torch")
+    layer, twin = twins(transposed_kernels=transposed_kernels, return_sequences=True)
+    assert RelationalMemory.from_config(layer.get_config()).transposed_kernels is transposed_kernels
     xs = keras.ops.convert_to_tensor(sequence())
     assert_close(layer(xs), twin(xs), atol=1e-5)
     target = np.random.default_rng(5).normal(size=(BATCH, STEPS, 24)).astype("float32")
