@@ -217,6 +217,16 @@ def summary():
                  f"{ptb['rmc']['perplexity']:.1f} / {ptb['lstm']['perplexity']:.1f} "
                  f"({ptb['rmc']['minutes']:.0f} min each, untuned LSTM)",
                  "", f"Zaremba et al.'s LSTM: {ptb_lm.REFERENCE}", "ptb_lm.json"))
+    speed = _load("lm_speed.json")
+    machine = max(speed["matmul_gflops"].values())
+    by_model = {(r["backend"], r["mode"], r["model"]): r for r in speed["rows"].values()}
+    fast, cell = (by_model.get(("tensorflow", "graph", f"RMC, {name}")) for name in
+                  ("RelationalMemory(transposed_kernels=True)", "RNN(cell) (reference)"))
+    if fast and cell:
+        rows.append(("RMC, training speed (PTB model, TensorFlow graph)",
+                     "RelationalMemory tok/s over RNN(cell)'s; share of the machine's matrix-product rate",
+                     f"{fast['tokens_per_s'] / cell['tokens_per_s']:.2f}x; {100 * fast['gflops'] / machine:.0f}% "
+                     f"(RNN(cell): {100 * cell['gflops'] / machine:.0f}%)", "", "", "lm_speed.json"))
     lines = [BEGIN, "| model, task | measure | ours | paper | reference | details and command |",
              "|" + "---|" * 6]
     lines += [f"| {a} | {b} | {c} | {d} | {e} | {_link(f)} |" for a, b, c, d, e, f in rows]

@@ -485,7 +485,7 @@ class _PrecomputedInputsCell(RelationalMemoryCell):
 
 # Backends on which RelationalMemory transposes its per-step kernels once per sequence by default
 # (bench/lm_speed.py measured it faster there).
-TRANSPOSED_KERNELS_BACKENDS = ("tensorflow", "jax")
+TRANSPOSED_KERNELS_BACKENDS = ("tensorflow",)
 
 # The RelationalMemoryCell arguments that RelationalMemory passes to its cell.
 _CELL_ARGUMENTS = tuple(
@@ -527,9 +527,10 @@ class RelationalMemory(keras.layers.RNN):
             every step once per sequence, so that the backward pass's input
             gradients multiply by a transposed copy instead of transposing
             inside every step; same values and gradients. None (default)
-            turns it on where it measured faster (tensorflow and jax;
-            `bench/lm_speed.py`) and off on torch, whose Keras backend has
-            no `custom_gradient`.
+            turns it on where it measured faster (tensorflow, graph and XLA;
+            `bench/lm_speed.py`) and off elsewhere (on jax it measured
+            within noise of off; torch's Keras backend has no
+            `custom_gradient`).
         **kwargs: any other `RelationalMemoryCell` argument (`num_heads`,
             `num_blocks`, `gate_style`, `key_size`, `treat_input_as_matrix`,
             `dropout`, initializers, ...) and the usual layer arguments
