@@ -153,7 +153,10 @@ def run(args):
                    "--steps", str(args.steps), "--batch", str(args.batch), "--bptt", str(args.bptt),
                    "--vocab", str(args.vocab), "--only", args.only]
         subprocess.run(command, env={**os.environ, "KERAS_BACKEND": backend}, check=True)
-    print(markdown(json.loads(path.read_text())))
+    results = json.loads(path.read_text())
+    results.pop("args", None)  # the rows' merge records none: the header holds the run's arguments
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    print(markdown(results))
 
 
 def markdown(results):
