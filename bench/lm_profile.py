@@ -8,8 +8,15 @@ largest single ops. The matrix products' share says how much a faster
 recurrence could still win: a step that is mostly matrix products running at
 the machine's rate is as fast as its FLOPs allow.
 
+`--products` times instead the matrix products of one step of the RMC's
+memory gates (64 rows by a 768 x 1536 kernel) the three ways a training step
+computes them: forward, the input gradient autodiff writes (by the kernel
+transposed inside the product) and the same on a kernel transposed
+beforehand (`RelationalMemory(transposed_kernels=True)`).
+
 Usage:
     python -m bench.lm_profile [--model rmc|rmc-cell|lstm] [--steps 2] [--bptt 100]
+    python -m bench.lm_profile --products
 """
 
 import argparse
@@ -30,7 +37,34 @@ def parse_args(argv=None):
     parser.add_argument("--bptt", type=int, default=100)
     parser.add_argument("--vocab", type=int, default=10000)
     parser.add_argument("--top", type=int, default=15, help="largest single ops to list")
+    parser.add_argument("--products", action="store_true",
+                        help="time one step's products with and without a transposed operand instead")
     return parser.parse_args(argv)
+
+
+def product_rates(rows=64, features=768, units=1536, repeats=300):
+    """GFLOP/s of `x @ W`, `dz @ transpose(W)` (transposed inside the product) and `dz @ W_t` (a transposed
+    copy), TensorFlow graph, on the shapes of one step of the PTB RMC's memory gates."""
+    import time
+
+    import tensorflow as tf
+
+    x, dz = tf.random.normal((rows, features)), tf.random.normal((rows, units))
+    kernel = tf.random.normal((features, units))
+    kernel_t = tf.transpose(kernel)
+    cases = {"forward: x @ W": (lambda: tf.matmul(x, kernel)),
+             "input gradient, autodiff: dz @ transpose(W)": (lambda: tf.matmul(dz, kernel, transpose_b=True)),
+             "input gradient, transposed copy: dz @ W_t": (lambda: tf.matmul(dz, kernel_t))}
+    rates = {}
+    for name, product in cases.items():
+        step = tf.function(lambda product=product: tf.reduce_sum(product()))
+        step()
+        start = time.perf_counter()
+        for _ in range(repeats):
+            step()
+        float(step())
+        rates[name] = 2 * rows * features * units * repeats / (time.perf_counter() - start) / 1e9
+    return rates
 
 
 def op_times(trace_dir):
@@ -72,6 +106,10 @@ def categorize(times):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.products:
+        for name, rate in product_rates().items():
+            print(f"{name:45s} {rate:6.1f} GFLOP/s")
+        return
     import keras
     import numpy as np
     import tensorflow as tf
