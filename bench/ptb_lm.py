@@ -44,7 +44,9 @@ def parse_args(argv=None):
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--bptt", type=int, default=100)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--clipnorm", type=float, default=0.25)
+    parser.add_argument("--clipnorm", type=float, default=0.25, help="clip each gradient's norm (0: do not)")
+    parser.add_argument("--global-clipnorm", type=float, default=0.0,
+                        help="clip the norm of all gradients together, as Zaremba et al. (0: do not)")
     parser.add_argument("--name", default=None, help="the run's key in the results (default: the model)")
     parser.add_argument("--optimizer", choices=["adam", "sgd"], default="adam")
     parser.add_argument("--lr-decay", type=float, default=1.0,
@@ -111,8 +113,9 @@ def run(args):
             sequence_length=args.bptt, stateful=True, **hparams,
         )
         optimizer = {"adam": keras.optimizers.Adam, "sgd": keras.optimizers.SGD}[args.optimizer]
+        clipping = {"clipnorm": args.clipnorm or None, "global_clipnorm": args.global_clipnorm or None}
         model.compile(
-            optimizer(args.learning_rate, clipnorm=args.clipnorm),
+            optimizer(args.learning_rate, **clipping),
             keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         )
         return model

@@ -23,12 +23,14 @@ def test_a_named_lstm_recipe_runs_and_lands_under_its_name(tmp_path):
         pytest.skip(f"PTB not available: {error}")
     results = tmp_path / "ptb.json"
     argv = ["--model", "lstm", "--name", "lstm_sgd", "--optimizer", "sgd", "--learning-rate", "1.0",
-            "--lr-decay", "0.5", "--decay-after", "4", "--clipnorm", "5", "--batch-size", "20", "--bptt", "20",
+            "--lr-decay", "0.5", "--decay-after", "4", "--clipnorm", "0", "--global-clipnorm", "5",
+            "--batch-size", "20", "--bptt", "20",
             "--units", "8", "--num-layers", "2", "--init-scale", "0.1", "--untied", "--budget-minutes", "0.01",
             "--batches-per-round", "2", "--workdir", str(tmp_path / "runs"),
             "--results", str(results)]
     ptb_lm.main(argv)
     run = json.loads(results.read_text())["lstm_sgd"]
+    assert json.loads(results.read_text())["args"]["lstm_sgd"]["global_clipnorm"] == 5.0
     assert run["complete"] and run["curve"] and 1 < run["perplexity"] < 20_000
     assert "| LSTM_SGD |" in ptb_lm.markdown(json.loads(results.read_text()))
     with pytest.raises(SystemExit, match="LSTM settings"):
