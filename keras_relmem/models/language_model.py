@@ -84,11 +84,10 @@ def build_language_model(
     if stateful and not batch_size:
         raise ValueError("stateful=True needs a fixed batch_size.")
     ids = keras.Input((sequence_length,), batch_size=batch_size, dtype="int32", name="ids")
-    scale = config.get("init_scale")
-    init = {} if scale is None else {"kernel_initializer": keras.initializers.RandomUniform(-scale, scale)}
+    uniform = _uniform_initializers(config.get("init_scale"))
     embedding = ReversibleEmbedding(
         vocab_size, config["embedding_dim"], use_bias=config["tied"], name="embedding",
-        **({} if scale is None else {"embeddings_initializer": init["kernel_initializer"]}),
+        **uniform("embeddings_initializer"),
     )
     h = embedding(ids)
     if model == "rmc":
@@ -102,7 +101,7 @@ def build_language_model(
             h = keras.layers.LSTM(
                 config["units"], return_sequences=True, stateful=stateful,
                 name="core" if i == 0 else f"core_{i + 1}",
-                **({} if scale is None else {**init, "recurrent_initializer": init["kernel_initializer"]}),
+                **uniform("kernel_initializer", "recurrent_initializer"),
             )(h)
         h = _dropout(h, config["dropout"])
     if config["tied"]:
@@ -110,8 +109,23 @@ def build_language_model(
             h = keras.layers.Dense(config["embedding_dim"], name="projection")(h)
         logits = embedding(h, reverse=True)
     else:
-        logits = keras.layers.Dense(vocab_size, name="softmax", **init)(h)
+        logits = keras.layers.Dense(vocab_size, name="softmax", **uniform("kernel_initializer"))(h)
     return keras.Model(ids, logits, name=f"lm_{model}")
+
+
+def _uniform_initializers(scale):
+    """`uniform(*arguments)`: {argument: a fresh U(-scale, scale) initializer} (nothing when scale is None).
+
+    A fresh instance per weight: Keras 3 fixes an unseeded initializer's seed
+    when it is created, so one instance would give same-shaped weights
+    identical values.
+    """
+    def uniform(*arguments):
+        if scale is None:
+            return {}
+        return {name: keras.initializers.RandomUniform(-scale, scale) for name in arguments}
+
+    return uniform
 
 
 def _dropout(x, rate):

@@ -115,6 +115,10 @@ def test_zaremba_lstm_stacks_layers_with_dropout_and_uniform_weights():
     for w in matrices:
         values = keras.ops.convert_to_numpy(w)
         assert np.abs(values).max() <= 0.1 and values.std() > 0.05  # U(-0.1, 0.1): std 0.058
+    # every weight draws its own values (one shared Keras initializer would repeat them)
+    same_shape = [keras.ops.convert_to_numpy(w) for c in cores[1:] for w in (c.cell.kernel, c.cell.recurrent_kernel)]
+    same_shape.append(keras.ops.convert_to_numpy(cores[0].cell.recurrent_kernel))
+    assert len({v.tobytes() for v in same_shape}) == len(same_shape) == 3
     assert not model.get_layer("embedding").use_bias  # untied: no unused softmax bias
     ids = np.zeros((2, 4), "int32")
     assert_close(model(ids, training=False), model(ids, training=False))  # dropout off at inference
