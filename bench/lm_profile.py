@@ -27,10 +27,17 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from bench import lm_speed  # noqa: E402
+
+# --model: the bench.lm_speed row each choice profiles (TensorFlow's default RelationalMemory transposes
+# its kernels).
+PROFILED = {"rmc": "RMC, RelationalMemory(transposed_kernels=True)", "rmc-cell": lm_speed.REFERENCE,
+            "lstm": "LSTM baseline (tied)"}
+
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", choices=["rmc", "rmc-cell", "lstm"], default="rmc",
+    parser.add_argument("--model", choices=sorted(PROFILED), default="rmc",
                         help="rmc: RelationalMemory; rmc-cell: RNN(RelationalMemoryCell), the reference")
     parser.add_argument("--steps", type=int, default=2, help="profiled training batches (after 2 warm-up)")
     parser.add_argument("--batch", type=int, default=64)
@@ -110,21 +117,10 @@ def main(argv=None):
         for name, rate in product_rates().items():
             print(f"{name:45s} {rate:6.1f} GFLOP/s")
         return
-    import keras
-    import numpy as np
     import tensorflow as tf
 
-    from bench.flops import lm_training_flops_per_token
-    from keras_relmem.models.language_model import build_language_model, lm_defaults
-
-    kind = "lstm" if args.model == "lstm" else "rmc"
-    model = build_language_model(kind, args.vocab, args.batch, args.bptt, stateful=True,
-                                 **({"precompute_inputs": False} if args.model == "rmc-cell" else {}))
-    model.compile(keras.optimizers.Adam(1e-3, clipnorm=0.25),
-                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    rng = np.random.default_rng(0)
-    x = rng.integers(args.vocab, size=(args.batch * (args.steps + 2), args.bptt))
-    y = rng.integers(args.vocab, size=x.shape)
+    name = PROFILED[args.model]
+    model, x, y = lm_speed.compiled_with_batches(lm_speed.build(name, args), args, jit=False, batches=args.steps + 2)
     warm = args.batch * 2
     model.fit(x[:warm], y[:warm], batch_size=args.batch, verbose=0, shuffle=False)
     with tempfile.TemporaryDirectory() as trace:
@@ -134,15 +130,15 @@ def main(argv=None):
         times = op_times(trace)
     total = sum(ps for _, ps in times.values())
     tokens = args.batch * args.bptt * args.steps
-    flops = lm_training_flops_per_token(kind, lm_defaults(kind), args.vocab) * tokens
-    matmul = sum(ps for kind_, ps in times.values() if "MatMul" in kind_)
+    flops = lm_speed.training_flops(name, args.vocab) * tokens
+    matmul = sum(ps for kind, ps in times.values() if "MatMul" in kind)
     print(f"{args.model}: {total / 1e12:.2f} s of op time over {args.steps} batches of {args.batch} x {args.bptt}; "
           f"matrix products {100 * matmul / total:.0f}% of it, at {flops / (matmul / 1e12) / 1e9:.1f} GFLOP/s")
-    for (phase, place, kind_), ps in sorted(categorize(times).items(), key=lambda kv: -kv[1]):
-        print(f"  {100 * ps / total:5.1f}%  {phase:9s} {place:7s} {kind_}")
+    for (phase, place, kind), ps in sorted(categorize(times).items(), key=lambda kv: -kv[1]):
+        print(f"  {100 * ps / total:5.1f}%  {phase:9s} {place:7s} {kind}")
     print("largest ops (share of op time):")
-    for op, (kind_, ps) in sorted(times.items(), key=lambda kv: -kv[1][1])[:args.top]:
-        print(f"  {100 * ps / total:5.1f}%  {kind_:28s} {op[-90:]}")
+    for op, (kind, ps) in sorted(times.items(), key=lambda kv: -kv[1][1])[:args.top]:
+        print(f"  {100 * ps / total:5.1f}%  {kind:28s} {op[-90:]}")
 
 
 if __name__ == "__main__":

@@ -97,11 +97,11 @@ def training_flops(name, vocab):
     return lm_training_flops_per_token(kind, lm_defaults(kind), vocab)
 
 
-def tokens_per_second(model, args, jit):
+def compiled_with_batches(model, args, jit, batches):
+    """`model` compiled with the task's recipe (Adam 1e-3, clip-norm 0.25), and `batches` batches of random
+    token ids and targets for it: what every timing and profile of this bench trains on."""
     import keras
     import numpy as np
-
-    from bench.timing import seconds_per_step
 
     model.compile(
         keras.optimizers.Adam(1e-3, clipnorm=0.25),
@@ -109,8 +109,15 @@ def tokens_per_second(model, args, jit):
         jit_compile=jit,
     )
     rng = np.random.default_rng(0)
-    x = rng.integers(args.vocab, size=(args.batch * (args.steps + 2), args.bptt))
+    x = rng.integers(args.vocab, size=(args.batch * batches, args.bptt))
     y = rng.integers(args.vocab, size=x.shape)
+    return model, x, y
+
+
+def tokens_per_second(model, args, jit):
+    from bench.timing import seconds_per_step
+
+    model, x, y = compiled_with_batches(model, args, jit, args.steps + 2)
     return args.batch * args.bptt / seconds_per_step(model, x, y, args.batch)
 
 
