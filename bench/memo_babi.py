@@ -111,36 +111,50 @@ def train_dataset(data, args, seed, buckets=True):
                                  features=("story", "query", "time")).repeat()
 
 
-def test_arrays(data, limit):
-    """The test split with its story lengths (all of it, or the first `limit` questions of every task)."""
+def split_arrays(data, split, limit):
+    """A split with its story lengths (all of it, or the first `limit` questions of every task)."""
     import numpy as np
 
-    arrays = {**data.arrays("test"), "length": data.story_lengths("test")}
+    arrays = {**data.arrays(split), "length": data.story_lengths(split)}
     if not limit:
         return arrays
     keep = np.concatenate([np.flatnonzero(arrays["task"] == t)[:limit] for t in data.tasks])
     return {k: v[keep] for k, v in arrays.items()}
 
 
-def per_task(model, data, args):
-    """{task: {"error": %, "hops": mean}} on the test split, by adaptive inference."""
+def length_sorted_batches(arrays, size=256):
+    """(rows, inputs) batches of `arrays` with stories of similar length together, each cut to its longest
+    story: little padding."""
+    import numpy as np
+
+    lengths = arrays["length"]
+    order = np.argsort(lengths, kind="stable")
+    for start in range(0, len(order), size):
+        rows = order[start:start + size]
+        width = int(lengths[rows].max())
+        yield rows, {"story": arrays["story"][rows, :width], "query": arrays["query"][rows],
+                     "time": arrays["time"][rows, :width]}
+
+
+def adaptive_answers(model, arrays):
+    """(correct, hops) of every question in `arrays`, by adaptive inference."""
     import numpy as np
     import tensorflow as tf
 
-    arrays = test_arrays(data, args.test_limit)
     forward = tf.function(lambda x: model(x, return_hops=True), reduce_retracing=True)
-    lengths = arrays["length"]
-    correct = np.zeros(len(lengths), bool)
-    hops = np.zeros(len(lengths), "float32")
-    order = np.argsort(lengths, kind="stable")  # similar lengths together: little padding
-    for start in range(0, len(order), 256):
-        rows = order[start:start + 256]
-        width = int(lengths[rows].max())
-        x = {"story": arrays["story"][rows, :width], "query": arrays["query"][rows],
-             "time": arrays["time"][rows, :width]}
+    correct = np.zeros(len(arrays["length"]), bool)
+    hops = np.zeros(len(arrays["length"]), "float32")
+    for rows, x in length_sorted_batches(arrays):
         out = forward({k: tf.constant(v) for k, v in x.items()})
         correct[rows] = np.argmax(out["logits"].numpy(), -1) == arrays["answer"][rows]
         hops[rows] = out["hops"].numpy()
+    return correct, hops
+
+
+def per_task(model, data, args):
+    """{task: {"error": %, "hops": mean}} on the test split, by adaptive inference."""
+    arrays = split_arrays(data, "test", args.test_limit)
+    correct, hops = adaptive_answers(model, arrays)
     result = {}
     for task in data.tasks:
         rows = arrays["task"] == task
@@ -173,18 +187,9 @@ def hops_spearman(tasks, facts):
 def train_errors(model, data, per_task_limit=100):
     """{task: error %} on the first `per_task_limit` training questions of every task (adaptive inference):
     beside the test error, whether a task is overfitted or never learnt."""
-    import numpy as np
-    import tensorflow as tf
-
-    arrays = data.arrays("train")
-    keep = np.concatenate([np.flatnonzero(arrays["task"] == t)[:per_task_limit] for t in data.tasks])
-    width = int(data.story_lengths("train")[keep].max())
-    x = {k: tf.constant(arrays[k][keep][:, :width] if k != "query" else arrays[k][keep])
-         for k in ("story", "query", "time")}
-    logits = model.predict(x, batch_size=256, verbose=0)
-    wrong = np.argmax(logits, -1) != arrays["answer"][keep]
-    tasks = arrays["task"][keep]
-    return {str(t): round(100 * float(wrong[tasks == t].mean()), 2) for t in data.tasks}
+    arrays = split_arrays(data, "train", per_task_limit)
+    correct, _ = adaptive_answers(model, arrays)
+    return {str(t): round(100 * (1 - float(correct[arrays["task"] == t].mean())), 2) for t in data.tasks}
 
 
 def hop_errors(model, data, args):
@@ -193,20 +198,12 @@ def hop_errors(model, data, args):
     not where the policy stops needs a better policy; one wrong at every hop, a better MEMO."""
     import numpy as np
 
-    arrays = test_arrays(data, args.test_limit)
-    lengths = arrays["length"]
-    wrong = [None] * len(lengths)
-    order = np.argsort(lengths, kind="stable")
-    for start in range(0, len(order), 256):
-        rows = order[start:start + 256]
-        width = int(lengths[rows].max())
-        x = {"story": arrays["story"][rows, :width], "query": arrays["query"][rows],
-             "time": arrays["time"][rows, :width]}
+    arrays = split_arrays(data, "test", args.test_limit)
+    wrong = np.zeros((len(arrays["length"]), model.memo.max_hops), bool)
+    for rows, x in length_sorted_batches(arrays):
         embedded, mask = model.embed_inputs(x)
         logits = np.asarray(model.memo.unrolled(embedded, mask=mask, training=False)["answer_logits"])
-        for row, answer_wrong in zip(rows, np.argmax(logits, -1) != arrays["answer"][rows, None]):
-            wrong[row] = answer_wrong
-    wrong = np.stack(wrong)  # (questions, N)
+        wrong[rows] = np.argmax(logits, -1) != arrays["answer"][rows, None]
     result = {}
     for task in data.tasks:
         rows = wrong[arrays["task"] == task]
