@@ -116,13 +116,16 @@ def record_unfinished(path, key, summary, arguments, budget_minutes):
     return record
 
 
+def run_names(results):
+    """The runs of a results file by name (not its "args"): the RMC's first, then the others by name."""
+    return sorted((n for n in results if n != "args"), key=lambda n: (not n.startswith("rmc"), n))
+
+
 def draw_model_curves(results, metric, label, title, results_path, **kwargs):
     """Every run's curve of `metric` (the RMC's, the LSTM's, ...) against training minutes, beside the results
     file (PNG)."""
     from keras_relmem.viz import budget_curves
 
-    names = sorted((n for n in results if n != "args" and "curve" in results[n]),
-                   key=lambda n: (not n.startswith("rmc"), n))  # the RMC first, as the tables have it
-    runs = {name: results[name] for name in names}
-    return budget_curves({name.upper(): run["curve"] for name, run in runs.items()},
+    return budget_curves({name.upper(): results[name]["curve"] for name in run_names(results)
+                          if "curve" in results[name]},
                          metric, label, title, pathlib.Path(results_path).with_suffix(".png"), **kwargs)

@@ -25,7 +25,7 @@ import os
 import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from bench.budget import draw_model_curves, record_unfinished, train_within_budget  # noqa: E402
+from bench.budget import draw_model_curves, record_unfinished, run_names, train_within_budget  # noqa: E402
 from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
 from bench.results import RESULTS_DIR, merge_result, read_results  # noqa: E402
 
@@ -121,7 +121,7 @@ def markdown(results):
     """Test accuracy of each model after its budget, next to the paper's."""
     lines = ["| model | test accuracy % | best % | training minutes | examples | parameters | paper % |",
              "|" + "---|" * 7]
-    for name in sorted((n for n in results if n != "args"), key=lambda n: (not n.startswith("rmc"), n)):
+    for name in run_names(results):
         r, run_args = results[name], results.get("args", {}).get(name, {})
         state = "" if r.get("complete") else " (unfinished)"
         model = run_args.get("model", name)

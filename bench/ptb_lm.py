@@ -26,7 +26,7 @@ import os
 import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from bench.budget import draw_model_curves, record_unfinished, train_within_budget  # noqa: E402
+from bench.budget import draw_model_curves, record_unfinished, run_names, train_within_budget  # noqa: E402
 from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
 from bench.results import RESULTS_DIR, merge_result, read_results  # noqa: E402
 
@@ -172,11 +172,11 @@ def run(args):
 def markdown(results):
     """Test and validation perplexity of each model after its budget, and the reference."""
     lines = ["| model | test ppl | valid ppl | training minutes | epochs | tokens | parameters |", "|" + "---|" * 7]
-    for name, r in results.items():
-        if name != "args":
-            test = f"{r['perplexity']:.1f}" if r.get("complete") else "(unfinished)"
-            lines.append(f"| {name.upper()} | {test} | {r['val_perplexity']:.1f} | {r['minutes']:.1f} | "
-                         f"{r['epochs']:.2f} | {r['tokens']:,d} | {r.get('parameters', '')} |")
+    for name in run_names(results):
+        r = results[name]
+        test = f"{r['perplexity']:.1f}" if r.get("complete") else "(unfinished)"
+        lines.append(f"| {name.upper()} | {test} | {r['val_perplexity']:.1f} | {r['minutes']:.1f} | "
+                     f"{r['epochs']:.2f} | {r['tokens']:,d} | {r.get('parameters', '')} |")
     lines += ["", f"Reference: Zaremba et al. 2014, non-regularized LSTM, test perplexity {REFERENCE}."]
     return "\n".join(lines)
 
