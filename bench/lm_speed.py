@@ -131,7 +131,7 @@ def worker(args):
     done = json.loads(pathlib.Path(args.results).read_text()).get("rows", {})
     rate = round(matmul_gflops(), 1)
     print(f"{backend}: matrix products at {rate} GFLOP/s", flush=True)
-    merge_result(args.results, ("matmul_gflops", backend), rate, {})
+    merge_result(args.results, ("matmul_gflops", backend), rate, None)
     names = [n for n in MODELS if args.only == "all" or MODELS[n][0] == "rmc"]
     for name in names:
         for mode in MODES[backend]:
@@ -145,7 +145,7 @@ def worker(args):
             row = {"backend": backend, "mode": mode, "model": name, "params": model.count_params(),
                    "tokens_per_s": round(tokens, 1), "flops_per_token": flops,
                    "gflops": round(tokens * flops / 1e9, 1)}
-            merge_result(args.results, ("rows", key), row, {})
+            merge_result(args.results, ("rows", key), row, None)
             print(f"{key}: {tokens:,.0f} tok/s, {row['gflops']} GFLOP/s", flush=True)
 
 
@@ -160,10 +160,7 @@ def run(args):
                    "--steps", str(args.steps), "--batch", str(args.batch), "--bptt", str(args.bptt),
                    "--vocab", str(args.vocab), "--only", args.only]
         subprocess.run(command, env={**os.environ, "KERAS_BACKEND": backend}, check=True)
-    results = json.loads(path.read_text())
-    results.pop("args", None)  # the rows' merge records none: the header holds the run's arguments
-    path.write_text(json.dumps(results, indent=2) + "\n")
-    print(markdown(results))
+    print(markdown(json.loads(path.read_text())))
 
 
 def markdown(results):

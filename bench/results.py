@@ -34,6 +34,7 @@ def merge_result(path, key, value, arguments, update=False):
     `results["4"]["EMN"]` and records the arguments under `args["4/EMN"]`.
     With `update`, a dict `value` updates the entry's keys instead of replacing
     it (so `results["4"]` can hold one model's figures and another's entry).
+    `arguments=None` records none (a file whose header holds its run's arguments).
     A callable `value` is given the entry as the file holds it now (or None)
     and returns the new one: runs of the same table finishing side by side
     then add to each other's work instead of overwriting it."""
@@ -53,7 +54,8 @@ def merge_result(path, key, value, arguments, update=False):
             entry.setdefault(keys[-1], {}).update(value)
         else:
             entry[keys[-1]] = value
-        results.setdefault("args", {})["/".join(keys)] = arguments
+        if arguments is not None:
+            results.setdefault("args", {})["/".join(keys)] = arguments
         write_json(path, results)
     return results
 

@@ -24,6 +24,9 @@ def test_merge_result_nests_and_updates(tmp_path):
     results = json.loads(path.read_text())
     assert results["4"] == {"EMN": {"A-D": 50.0}, "A-D": 98.0, "hops": {"A-D": 3.0}}
     assert results["args"] == {"4/EMN": {"model": "emn"}, "4": {"model": "memo"}}
+    bench_results.merge_result(path, ("rows", "a"), 1.0, None)  # no arguments: none recorded
+    results = json.loads(path.read_text())
+    assert results["rows"] == {"a": 1.0} and "rows/a" not in results["args"]
 
 
 def test_pai_query_types_and_distances_by_hand():
