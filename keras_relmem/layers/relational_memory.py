@@ -93,6 +93,9 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
         arXiv:1806.01822 (§2-3, Fig. 1).
     """
 
+    # {layer name: transposed kernel}: set by RelationalMemory.call for the length of one call, else None
+    _transposed_kernels = None
+
     def __init__(
         self,
         mem_slots,
@@ -264,10 +267,9 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
     def _dense_on_rows(self, layer, rows):
         """`utils.dense_on_rows`, or, inside a `RelationalMemory` whose call set transposed kernels, the same
         values with an input gradient that multiplies by the kernel transposed once per sequence."""
-        transposed = getattr(self, "_transposed_kernels", None)
-        if not transposed or layer.name not in transposed:
+        if not self._transposed_kernels or layer.name not in self._transposed_kernels:
             return utils.dense_on_rows(layer, rows)
-        return utils.dense_on_rows_with_transposed_kernel(layer, rows, transposed[layer.name])
+        return utils.dense_on_rows_with_transposed_kernel(layer, rows, self._transposed_kernels[layer.name])
 
     def _input_terms(self, inputs):
         """What a step computes from its input alone, never from the memory.
@@ -463,9 +465,6 @@ class _PrecomputedInputsCell(RelationalMemoryCell):
     Same weights, arguments and config as `RelationalMemoryCell`; only what a
     step receives differs, so it is a class of its own rather than a mode.
     """
-
-    # {layer name: transposed kernel}, set by RelationalMemory.call for the length of one call
-    _transposed_kernels = None
 
     def loop_dense_layers(self):
         """The projections applied at every step: the memory's q/k/v, the attention MLP, the memory gates."""
