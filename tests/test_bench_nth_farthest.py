@@ -18,3 +18,5 @@ def test_named_small_task_run(tmp_path):
     table = nth_farthest.markdown(written).splitlines()
     assert table[2].startswith("| RMC |") and table[3].startswith("| LSTM_U8 |")
     assert table[2].endswith("|  |") and table[3].endswith("|  |")  # 4 objects: not the paper's task
+    assert "| 4 x 4 |" in table[2] and "| 50.0 |" in table[2]  # 2 / N without distances
+    assert nth_farthest.without_distances(8) == 25.0

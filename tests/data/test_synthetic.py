@@ -38,6 +38,20 @@ def test_nth_farthest_answers_by_brute_force():
         assert np.all(np.argmax(data["inputs"][i, :, 32:40], -1) == data["m"][i])
 
 
+def test_nth_farthest_plateau_without_distances():
+    # The accuracy a model reaches with no notion of distance: the nearest
+    # (n = N - 1) is m itself, whose label is in the input, and every other
+    # answer is one of the N - 1 other labels, so answering m for n = N - 1 and
+    # guessing among the others gives 1/N + (N-1)/N * 1/(N-1) = 2/N.
+    for num_objects in (4, 8):
+        data = synthetic.nth_farthest(2000, num_objects=num_objects, num_features=4, seed=3)
+        nearest = data["n"] == num_objects - 1
+        assert np.all(data["target"][nearest] == data["m"][nearest])
+        assert np.all(data["target"][~nearest] != data["m"][~nearest])
+        expected = np.mean(nearest) + np.mean(~nearest) / (num_objects - 1)
+        assert abs(expected - 2 / num_objects) < 0.03
+
+
 @pytest.mark.parametrize("length", [3, 4, 5])
 def test_paired_associative_inference_by_brute_force(length):
     data = synthetic.paired_associative_inference(300, sequence_length=length, num_sequences=6, seed=2)
