@@ -19,4 +19,21 @@ def test_named_small_task_run(tmp_path):
     assert table[2].startswith("| RMC |") and table[3].startswith("| LSTM_U8 |")
     assert table[2].endswith("|  |") and table[3].endswith("|  |")  # 4 objects: not the paper's task
     assert "| 4 x 4 |" in table[2] and "| 50.0 |" in table[2]  # 2 / N without distances
+
+
+def test_farthest_only_mlp_reference(tmp_path):
+    results = tmp_path / "nf.json"
+    nth_farthest.main(["--model", "mlp", "--name", "mlp_farthest", "--questions", "0", "--num-objects", "4",
+                       "--num-features", "4", "--steps-per-round", "2", "--batch-size", "8", "--test-examples",
+                       "40", "--budget-minutes", "0.01", "--workdir", str(tmp_path / "runs"),
+                       "--results", str(results)])
+    written = json.loads(results.read_text())
+    assert written["args"]["mlp_farthest"]["questions"] == [0]
+    row = nth_farthest.markdown(written).splitlines()[2]
+    # n = 0 only: no free answers, a guess among the 3 labels that are not m
+    assert row.startswith("| MLP_FARTHEST |") and "| 4 x 4, n = 0 |" in row and "| 33.3 |" in row
+
+
+def test_without_distances_counts_the_free_nearest():
     assert nth_farthest.without_distances(8) == 25.0
+    assert nth_farthest.without_distances(4, [0, 3]) == 100 * (0.5 + 0.5 / 3)

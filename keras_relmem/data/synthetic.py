@@ -7,7 +7,7 @@ same data.
 import numpy as np
 
 
-def nth_farthest(num_examples, num_objects=8, num_features=16, seed=0):
+def nth_farthest(num_examples, num_objects=8, num_features=16, seed=0, questions=None):
     """Nth Farthest (Santoro et al. 2018, §4.1).
 
     Each example is a sequence of `num_objects` random vectors (uniform in
@@ -23,6 +23,8 @@ def nth_farthest(num_examples, num_objects=8, num_features=16, seed=0):
         num_objects: int, vectors per sequence (default 8, as in the paper).
         num_features: int, vector size (default 16, as in the paper).
         seed: int.
+        questions: the values `n` is drawn from (default: all of
+            `0 .. num_objects - 1`), e.g. `[0]` asks only for the farthest.
 
     Returns:
         dict with `inputs (N, num_objects, num_features + 3 * num_objects)`
@@ -43,7 +45,13 @@ def nth_farthest(num_examples, num_objects=8, num_features=16, seed=0):
     rng = np.random.default_rng(seed)
     vectors = rng.uniform(-1.0, 1.0, size=(num_examples, num_objects, num_features))
     labels = np.stack([rng.permutation(num_objects) for _ in range(num_examples)])
-    n = rng.integers(num_objects, size=num_examples)
+    if questions is None:
+        n = rng.integers(num_objects, size=num_examples)
+    else:
+        questions = np.asarray(questions, "int64")
+        if questions.size == 0 or questions.min() < 0 or questions.max() >= num_objects:
+            raise ValueError(f"questions must be values of n in 0..{num_objects - 1}; got {questions.tolist()}")
+        n = rng.choice(questions, size=num_examples)
     m = rng.integers(num_objects, size=num_examples)
     eye = np.eye(num_objects, dtype="float32")
     targets = np.zeros(num_examples, "int32")

@@ -23,7 +23,8 @@ def build_parser():
         prog="train_nth_farthest.py",
         description="Train an RMC or an LSTM on the RMC paper's Nth Farthest task.",
     )
-    parser.add_argument("--model", choices=["rmc", "lstm"], default="rmc")
+    parser.add_argument("--model", choices=["rmc", "lstm", "mlp"], default="rmc",
+                        help="mlp: no recurrent core, the MLP reads the flattened sequence (a reference)")
     parser.add_argument("--train-examples", type=common.positive_int, default=50_000)
     parser.add_argument("--test-examples", type=common.positive_int, default=5_000)
     parser.add_argument("--num-objects", type=common.positive_int, default=8)
@@ -56,8 +57,10 @@ def build_model(args, input_shape):
             mem_slots=args.mem_slots, head_size=args.head_size,
             num_heads=args.num_heads, num_blocks=args.num_blocks, name="core",
         )(inputs)
-    else:
+    elif args.model == "lstm":
         h = keras.layers.LSTM(args.units, name="core")(inputs)
+    else:
+        h = keras.layers.Flatten(name="core")(inputs)
     for _ in range(getattr(args, "mlp_layers", 2)):
         h = keras.layers.Dense(256, activation="relu")(h)
     logits = keras.layers.Dense(args.num_objects, name="answer")(h)

@@ -128,3 +128,15 @@ def test_pool_ids_name_the_query_items_and_the_match():
     choice = data["query_ids"][np.arange(40), 1 + data["target"]]
     np.testing.assert_array_equal(data["match_id"], choice)
     assert "match_id" not in synthetic.paired_associative_inference(3, num_sequences=3)
+
+
+def test_nth_farthest_questions_restrict_n():
+    data = synthetic.nth_farthest(300, num_objects=4, num_features=4, seed=2, questions=[0, 3])
+    assert set(np.unique(data["n"])) == {0, 3}
+    farthest = data["n"] == 0
+    for i in np.flatnonzero(farthest)[:50]:
+        ref = data["vectors"][i][list(data["labels"][i]).index(data["m"][i])]
+        distances = np.sum((data["vectors"][i] - ref) ** 2, axis=-1)
+        assert data["labels"][i][np.argmax(distances)] == data["target"][i]
+    with pytest.raises(ValueError, match="0..3"):
+        synthetic.nth_farthest(10, num_objects=4, num_features=4, questions=[4])
