@@ -336,7 +336,8 @@ def markdown(results):
     state = "complete" if results.get("complete") else "unfinished"
     facts = results.get("supporting_facts", {})
     by_hop = results.get("hop_errors", {})
-    lines = [f"Joint bAbI en-10k (task 3: en), {results['minutes']:.1f} training minutes, "
+    trained = "Joint bAbI" if len(tasks) == 20 else f"bAbI tasks {', '.join(sorted(tasks, key=int))} together"
+    lines = [f"{trained} en-10k (task 3: en), {results['minutes']:.1f} training minutes, "
              f"{results['epochs']:.2f} epochs ({state}):", "",
              "| task | error % | training error % | hops | supporting facts | error % after hop 1, 2, ... N "
              "| wrong at every hop % |", "|---|---|---|---|---|---|---|"]

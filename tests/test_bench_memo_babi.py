@@ -76,3 +76,4 @@ def test_a_run_on_some_tasks_records_the_analysis(tmp_path):
     assert all(len(row["error_by_hop"]) == 2 for row in run["hop_errors"].values())
     assert all(set(e["task_errors"]) == {"1", "2"} for e in run["curve"])
     assert "solved" in memo_babi.markdown(run) and "1 fact" in memo_babi.markdown(run)
+    assert memo_babi.markdown(run).startswith("bAbI tasks 1, 2 together en-10k")
