@@ -21,6 +21,7 @@ Usage (one core per model, both side by side):
 """
 
 import argparse
+import json
 import os
 import pathlib
 
@@ -50,6 +51,9 @@ def parse_args(argv=None):
     parser.add_argument("--num-features", type=int, default=16)
     parser.add_argument("--questions", type=int, nargs="+", default=None,
                         help="ask only these n (training and test), e.g. 0: the farthest only")
+    parser.add_argument("--curriculum", type=float, default=None, metavar="ACCURACY",
+                        help="train on the farthest (n = 0) first and add the next n after each round whose "
+                             "training accuracy reaches ACCURACY %%; the test set asks every n throughout")
     parser.add_argument("--mem-slots", type=int, default=4)
     parser.add_argument("--head-size", type=int, default=64)
     parser.add_argument("--num-heads", type=int, default=4)
@@ -58,6 +62,23 @@ def parse_args(argv=None):
     parser.add_argument("--mlp-layers", type=int, default=4)
     add_bench_arguments(parser, "runs/bench_nth_farthest", RESULTS, "print the table and draw the curves")
     return parser.parse_args(argv)
+
+
+def next_questions(asked, train_accuracy, threshold, num_objects):
+    """The curriculum's questions for the next round: `asked` (n = 0 .. k), with n = k + 1 added once a
+    round on them reaches `threshold` % training accuracy."""
+    if train_accuracy >= threshold and len(asked) < num_objects:
+        return [*asked, len(asked)]
+    return list(asked)
+
+
+def curriculum_start(curve_path, threshold, num_objects):
+    """The questions a curriculum run asks in its next round: the farthest alone for a new run, or what
+    the saved curve's last round leads to for a resumed one."""
+    if curve_path.exists():
+        last = json.loads(curve_path.read_text())[-1]
+        return next_questions(last["asked"], last["train_accuracy"], threshold, num_objects)
+    return [0]
 
 
 def run(args):
@@ -80,16 +101,30 @@ def run(args):
         )
         return model
 
+    name = args.name or args.model
+    workdir = pathlib.Path(args.workdir) / name
+    if args.curriculum is not None and args.questions is not None:
+        raise ValueError("--curriculum chooses the questions asked in training; drop --questions")
+    asked = None
+    if args.curriculum is not None:
+        asked = curriculum_start(workdir / "curve.json", args.curriculum, args.num_objects)
+
     def train_round(model, index):
+        nonlocal asked
         # Fresh examples every round (a different seed per round, so a resumed
         # run sees the data it would have seen).
         data = synthetic.nth_farthest(
-            args.steps_per_round * args.batch_size, seed=args.seed * 100_003 + index + 1, **task
+            args.steps_per_round * args.batch_size, seed=args.seed * 100_003 + index + 1,
+            **{**task, "questions": args.questions if asked is None else asked},
         )
         history = model.fit(
             data["inputs"], data["target"], batch_size=args.batch_size, epochs=1, verbose=0
         )
-        return {"train_accuracy": round(100 * history.history["accuracy"][-1], 2)}
+        metrics = {"train_accuracy": round(100 * history.history["accuracy"][-1], 2)}
+        if asked is not None:
+            metrics["asked"] = asked
+            asked = next_questions(asked, metrics["train_accuracy"], args.curriculum, args.num_objects)
+        return metrics
 
     def evaluate(model):
         _, accuracy = model.evaluate(test["inputs"], test["target"], batch_size=500, verbose=0)
@@ -103,16 +138,16 @@ def run(args):
             "best_accuracy": max(e["test_accuracy"] for e in curve),
             "minutes": curve[-1]["minutes"],
             "examples": len(curve) * args.steps_per_round * args.batch_size,
-            "curve": [{k: e[k] for k in ("minutes", "train_accuracy", "test_accuracy")} for e in curve],
+            "curve": [{k: e[k] for k in ("minutes", "train_accuracy", "test_accuracy", "asked") if k in e}
+                      for e in curve],
         }
 
-
-    name = args.name or args.model
     curve, model = train_within_budget(
-        build, train_round, evaluate, pathlib.Path(args.workdir) / name, args.budget_minutes,
+        build, train_round, evaluate, workdir, args.budget_minutes,
         describe=lambda e: (
             f"{name} round {e['round']:3d}  {e['minutes']:6.1f} min  "
             f"train {e['train_accuracy']:5.1f}%  test {e['test_accuracy']:5.1f}%"
+            + (f"  asked n = {', '.join(map(str, e['asked']))}" if "asked" in e else "")
         ),
         on_round=record_unfinished(args.results, name, summary, arguments, args.budget_minutes),
     )
@@ -150,6 +185,8 @@ def markdown(results):
         # the paper's figures are for its task: 8 objects of 16 features, every n asked
         paper = f"{PAPER[model]:.0f}" if model in PAPER and (objects, features, questions) == (8, 16, None) else ""
         asked = "" if questions is None else f", n = {', '.join(map(str, questions))}"
+        if run_args.get("curriculum") is not None:
+            asked += f", curriculum over n at {run_args['curriculum']:g}%"
         lines.append(f"| {name.upper()}{state} | {objects} x {features}{asked} | {r['accuracy']:.1f} "
                      f"| {r['best_accuracy']:.1f} | {without_distances(objects, questions):.1f} | {r['minutes']:.1f} "
                      f"| {r['examples']:,d} | {r.get('parameters', '')} | {paper} |")

@@ -37,3 +37,26 @@ def test_farthest_only_mlp_reference(tmp_path):
 def test_without_distances_counts_the_free_nearest():
     assert nth_farthest.without_distances(8) == 25.0
     assert nth_farthest.without_distances(4, [0, 3]) == 100 * (0.5 + 0.5 / 3)
+
+
+def test_next_questions_adds_the_next_n_at_the_threshold():
+    assert nth_farthest.next_questions([0], 79.9, 80, 4) == [0]
+    assert nth_farthest.next_questions([0], 80.0, 80, 4) == [0, 1]
+    assert nth_farthest.next_questions([0, 1, 2, 3], 99.0, 80, 4) == [0, 1, 2, 3]
+
+
+def test_curriculum_resumes_where_it_stopped(tmp_path):
+    results, workdir = tmp_path / "nf.json", tmp_path / "runs"
+    common = ["--model", "mlp", "--curriculum", "0", "--num-objects", "4", "--num-features", "4",
+              "--steps-per-round", "2", "--batch-size", "8", "--test-examples", "40", "--workdir", str(workdir),
+              "--results", str(results)]
+    nth_farthest.main([*common, "--budget-minutes", "0.0001"])  # one round
+    curve_path = workdir / "mlp" / "curve.json"
+    spent = json.loads(curve_path.read_text())[-1]["minutes"]
+    nth_farthest.main([*common, "--budget-minutes", str(spent + 0.0001)])  # one more, resumed
+    curve = json.loads(curve_path.read_text())
+    # threshold 0: every round adds the next n; the resumed round carries on from the saved curve
+    assert [e["asked"] for e in curve] == [[0], [0, 1]]
+    written = json.loads(results.read_text())
+    assert [e["asked"] for e in written["mlp"]["curve"]] == [[0], [0, 1]]
+    assert "curriculum over n at 0%" in nth_farthest.markdown(written)
