@@ -27,6 +27,7 @@ Usage:
 """
 
 import argparse
+import math
 import os
 import pathlib
 import time
@@ -181,7 +182,10 @@ def hops_spearman(tasks, facts):
     from scipy import stats
 
     names = [t for t in tasks if t in facts]
-    return round(float(stats.spearmanr([tasks[t]["hops"] for t in names], [facts[t] for t in names])[0]), 3)
+    if len(names) < 3:
+        return None  # undefined for one task, and trivially +-1 for two
+    rho = float(stats.spearmanr([tasks[t]["hops"] for t in names], [facts[t] for t in names])[0])
+    return None if math.isnan(rho) else round(rho, 3)  # NaN when every task takes the same hops
 
 
 def train_errors(model, data, per_task_limit=100):
@@ -353,9 +357,10 @@ def markdown(results):
         lines.append("- mean hops by supporting facts: " + ", ".join(
             f"{n} fact{'s' * (n > 1)} {hops:.2f} ({count} task{'s' * (count > 1)})"
             for n, (hops, count) in groups.items()))
-    if facts and len(tasks) > 2:
+    rho = hops_spearman(tasks, facts) if facts else None
+    if rho is not None:
         lines.append(f"- Spearman correlation across tasks of mean hops and mean supporting facts (from the data's "
-                     f"supporting-fact ids): {hops_spearman(tasks, facts):.2f}")
+                     f"supporting-fact ids): {rho:.2f}")
     return "\n".join(lines)
 
 
@@ -380,7 +385,8 @@ def report(args):
     path = pathlib.Path(args.results)
     tasks = results["tasks"]
     facts = results.get("supporting_facts")
-    rho = f", Spearman with supporting facts {hops_spearman(tasks, facts):.2f}" if facts else ""
+    rho = hops_spearman(tasks, facts) if facts else None
+    rho = "" if rho is None else f", Spearman with supporting facts {rho:.2f}"
     picture = viz.hops_per_task({t: row["hops"] for t, row in tasks.items()}, path.with_name(f"{path.stem}_hops.png"),
                                 title=f"MEMO on joint bAbI: mean hops per task ({results['minutes']:.0f} min{rho})",
                                 highlight=MULTI_FACT, facts=facts)

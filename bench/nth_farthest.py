@@ -18,6 +18,12 @@ Usage (one core per model, both side by side):
     python -m bench.nth_farthest --model rmc --threads 1 &
     python -m bench.nth_farthest --model lstm --threads 1 &
     python -m bench.nth_farthest --report        # table + picture from the JSON
+
+Without a notion of distance a model still gets 2/N (the nearest to m is m
+itself; every other answer is one of the other labels): the plateau both
+models first sit on. `--questions 0` asks for the farthest alone, `--model
+mlp` is an MLP that sees the whole sequence at once, and `--curriculum 80`
+adds the questions one n at a time (the test set always asks every n).
 """
 
 import argparse

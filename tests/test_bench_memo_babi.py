@@ -77,3 +77,10 @@ def test_a_run_on_some_tasks_records_the_analysis(tmp_path):
     assert all(set(e["task_errors"]) == {"1", "2"} for e in run["curve"])
     assert "solved" in memo_babi.markdown(run) and "1 fact" in memo_babi.markdown(run)
     assert memo_babi.markdown(run).startswith("bAbI tasks 1, 2 together en-10k")
+
+
+def test_hops_spearman_is_none_where_undefined():
+    facts = {"1": 1.0, "2": 2.0, "3": 3.0}
+    assert memo_babi.hops_spearman({"16": {"hops": 4.0}}, {"16": 3.0}) is None  # one task
+    assert memo_babi.hops_spearman({t: {"hops": 3.0} for t in facts}, facts) is None  # every task the same hops
+    assert memo_babi.hops_spearman({t: {"hops": h} for t, h in zip(facts, (1.0, 2.0, 3.0))}, facts) == 1.0
