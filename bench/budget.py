@@ -37,6 +37,12 @@ def anneal_learning_rate(model, minutes, budget_minutes, initial, final):
     return rate
 
 
+def saved_curve(workdir):
+    """The curve `train_within_budget` has saved in `workdir` so far: [] for a run not yet started."""
+    path = pathlib.Path(workdir) / "curve.json"
+    return json.loads(path.read_text()) if path.exists() else []
+
+
 def _atomic_save(model, path):
     tmp = path.with_name("tmp_" + path.name)
     model.save(tmp)
@@ -79,7 +85,7 @@ def train_within_budget(
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     model_path, curve_path = workdir / "model.keras", workdir / "curve.json"
-    curve = json.loads(curve_path.read_text()) if curve_path.exists() else []
+    curve = saved_curve(workdir)
     if curve and model_path.exists():
         model = keras.saving.load_model(model_path)
         if on_resume:

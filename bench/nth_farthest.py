@@ -27,12 +27,17 @@ adds the questions one n at a time (the test set always asks every n).
 """
 
 import argparse
-import json
 import os
 import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from bench.budget import draw_model_curves, record_unfinished, run_names, train_within_budget  # noqa: E402
+from bench.budget import (  # noqa: E402
+    draw_model_curves,
+    record_unfinished,
+    run_names,
+    saved_curve,
+    train_within_budget,
+)
 from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
 from bench.results import RESULTS_DIR, merge_result, read_results  # noqa: E402
 
@@ -78,12 +83,11 @@ def next_questions(asked, train_accuracy, threshold, num_objects):
     return list(asked)
 
 
-def curriculum_start(curve_path, threshold, num_objects):
+def curriculum_start(curve, threshold, num_objects):
     """The questions a curriculum run asks in its next round: the farthest alone for a new run, or what
-    the saved curve's last round leads to for a resumed one."""
-    if curve_path.exists():
-        last = json.loads(curve_path.read_text())[-1]
-        return next_questions(last["asked"], last["train_accuracy"], threshold, num_objects)
+    the last round of its saved `curve` leads to for a resumed one."""
+    if curve:
+        return next_questions(curve[-1]["asked"], curve[-1]["train_accuracy"], threshold, num_objects)
     return [0]
 
 
@@ -113,7 +117,7 @@ def run(args):
         raise ValueError("--curriculum chooses the questions asked in training; drop --questions")
     asked = None
     if args.curriculum is not None:
-        asked = curriculum_start(workdir / "curve.json", args.curriculum, args.num_objects)
+        asked = curriculum_start(saved_curve(workdir), args.curriculum, args.num_objects)
 
     def train_round(model, index):
         nonlocal asked
