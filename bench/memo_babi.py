@@ -61,6 +61,13 @@ def parse_args(argv=None):
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=1e-3, help="Adam's rate for MEMO")
     parser.add_argument("--clipnorm", type=float, default=10.0, help="gradient-norm clip of each variable")
+    parser.add_argument("--weight-decay", type=float, default=0.0,
+                        help="AdamW's decoupled weight decay on MEMO's weights (0: plain Adam; the halting "
+                             "network's RMSProp never decays)")
+    parser.add_argument("--decay-scope", choices=("all", "matrices"), default="matrices",
+                        help="with --weight-decay: every weight, or embeddings and kernels only (not biases)")
+    parser.add_argument("--dropout", type=float, default=0.1,
+                        help="MEMO's dropout on the attention weights and before the answer layer")
     parser.add_argument("--embedding-dim", type=int, default=64, help="word embedding size")
     parser.add_argument("--num-heads", type=int, default=4, help="MEMO's attention heads")
     parser.add_argument("--key-size", type=int, default=32, help="MEMO's key size per head")
@@ -77,7 +84,12 @@ def parse_args(argv=None):
     add_bench_arguments(parser, "runs/bench_memo_babi", RESULTS, "print the table and draw the hops picture")
     parser.add_argument("--speed", action="store_true", help="measure examples/s of the training step and exit")
     parser.add_argument("--speed-steps", type=int, default=60)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.weight_decay < 0:  # Keras' Adam takes it and would grow every weight
+        parser.error(f"--weight-decay must be >= 0; got {args.weight_decay}")
+    if not 0 <= args.dropout < 1:
+        parser.error(f"--dropout must be in [0, 1); got {args.dropout}")
+    return args
 
 
 def load(args):
@@ -91,15 +103,18 @@ def build(args, data):
     import keras
 
     from keras_relmem.models import build_babi_model
+    from keras_relmem.training import adam
 
     keras.utils.set_random_seed(args.seed)
     model = build_babi_model(
         "memo", len(data.vocab), len(data.answer_vocab), data.story_length, data.sentence_length,
         data.query_length, embedding_dim=args.embedding_dim, num_heads=args.num_heads,
         key_size=args.key_size, max_hops=args.max_hops,
+        attention_dropout=args.dropout, answer_dropout=args.dropout,
         **halting_settings(args),
     )
-    model.compile(keras.optimizers.Adam(args.learning_rate, clipnorm=args.clipnorm),
+    model.compile(adam(args.learning_rate, weight_decay=args.weight_decay, decay_scope=args.decay_scope,
+                       clipnorm=args.clipnorm),
                   jit_compile=bool(args.jit_compile))
     return model
 

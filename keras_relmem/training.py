@@ -170,7 +170,43 @@ DECAY_EXCLUDED = ("positional_mask", "alpha", "bias")
 
 
 @keras.saving.register_keras_serializable(package="keras_relmem")
-class NoisyAdam(keras.optimizers.Adam):
+class ScopedAdam(keras.optimizers.Adam):
+    """Adam (AdamW with `weight_decay`) whose decay skips the weights named in
+    `decay_exclude`, and keeps that list in its config.
+
+    Keras' `exclude_from_weight_decay` is not part of an optimizer's config, so
+    a model saved to `.keras` and loaded again (e.g. a resumed run) would decay
+    every weight; this class brings the exclusion back with the model.
+
+    Args:
+        decay_exclude: substrings of the names of the weights the decay leaves
+            alone (e.g. `DECAY_EXCLUDED`).
+        **kwargs: `keras.optimizers.Adam`'s arguments.
+
+    Example:
+
+    ```python
+    >>> optimizer = ScopedAdam(0.01, weight_decay=0.02, decay_exclude=["bias"])
+    >>> ScopedAdam.from_config(optimizer.get_config()).decay_exclude
+    ('bias',)
+
+    ```
+
+    Reference: Loshchilov & Hutter 2019, "Decoupled weight decay regularization".
+    """
+
+    def __init__(self, *args, decay_exclude=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.decay_exclude = tuple(decay_exclude)
+        if self.decay_exclude:
+            self.exclude_from_weight_decay(var_names=list(self.decay_exclude))
+
+    def get_config(self):
+        return {**super().get_config(), "decay_exclude": list(self.decay_exclude)}
+
+
+@keras.saving.register_keras_serializable(package="keras_relmem")
+class NoisyAdam(ScopedAdam):
     """Adam on gradients with annealed Gaussian noise added (Neelakantan et al.
     2015, "Adding gradient noise improves learning for very deep networks",
     eq. 1): `g_t + N(0, gradient_noise / (1 + t) ** 0.55)`, `t` the step.
@@ -178,7 +214,7 @@ class NoisyAdam(keras.optimizers.Adam):
     Args:
         gradient_noise: eta, the noise variance at the first step.
         noise_seed: int seed of the noise.
-        **kwargs: `keras.optimizers.Adam`'s arguments.
+        **kwargs: `ScopedAdam`'s arguments.
     """
 
     def __init__(self, *args, gradient_noise=0.01, noise_seed=None, **kwargs):
@@ -232,14 +268,13 @@ def adam(learning_rate, weight_decay=0.0, decay_scope="all", gradient_noise=0.0,
     if decay_scope not in ("all", "matrices"):
         raise ValueError(f"decay_scope must be 'all' or 'matrices'; got {decay_scope!r}")
     # None, not 0: Keras skips the decay step only for None
+    exclude = list(DECAY_EXCLUDED) if weight_decay and decay_scope == "matrices" else []
     if gradient_noise:
-        optimizer = NoisyAdam(learning_rate, weight_decay=weight_decay or None, gradient_noise=gradient_noise,
-                              noise_seed=noise_seed, **kwargs)
-    else:
-        optimizer = keras.optimizers.Adam(learning_rate, weight_decay=weight_decay or None, **kwargs)
-    if weight_decay and decay_scope == "matrices":
-        optimizer.exclude_from_weight_decay(var_names=list(DECAY_EXCLUDED))
-    return optimizer
+        return NoisyAdam(learning_rate, weight_decay=weight_decay or None, gradient_noise=gradient_noise,
+                         noise_seed=noise_seed, decay_exclude=exclude, **kwargs)
+    if exclude:
+        return ScopedAdam(learning_rate, weight_decay=weight_decay, decay_exclude=exclude, **kwargs)
+    return keras.optimizers.Adam(learning_rate, weight_decay=weight_decay or None, **kwargs)
 
 
 def step_decay(initial, factor=0.5, every=25):

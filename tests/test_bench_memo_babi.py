@@ -84,3 +84,20 @@ def test_hops_spearman_is_none_where_undefined():
     assert memo_babi.hops_spearman({"16": {"hops": 4.0}}, {"16": 3.0}) is None  # one task
     assert memo_babi.hops_spearman({t: {"hops": 3.0} for t in facts}, facts) is None  # every task the same hops
     assert memo_babi.hops_spearman({t: {"hops": h} for t, h in zip(facts, (1.0, 2.0, 3.0))}, facts) == 1.0
+
+
+def test_regularisation_flags_reach_the_model(data):
+    args = memo_babi.parse_args(["--embedding-dim", "8", "--num-heads", "2", "--key-size", "4", "--max-hops", "2",
+                                 "--weight-decay", "0.1", "--dropout", "0.3"])
+    model = memo_babi.build(args, data)
+    adam = model.optimizer.first  # MEMO's; the halting network's RMSProp (`second`) never decays
+    assert adam.weight_decay == 0.1 and "bias" in adam.decay_exclude
+    assert model.optimizer.second.weight_decay is None
+    assert model.memo.attention_dropout == model.memo.answer_dropout == 0.3
+
+
+@pytest.mark.parametrize("flag, value", [("--weight-decay", "-0.1"), ("--dropout", "1.0")])
+def test_bad_regularisation_flags_are_refused(flag, value, capsys):
+    with pytest.raises(SystemExit):
+        memo_babi.parse_args([flag, value])
+    assert flag in capsys.readouterr().err

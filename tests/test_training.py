@@ -143,3 +143,23 @@ def test_noisy_adam_adds_the_annealed_noise_of_neelakantan_et_al(monkeypatch):
         sigma = np.sqrt(eta / (1 + step) ** 0.55)  # 0.2 at the first step, 0.056 at step 99
         assert abs(noise.mean()) < 4 * sigma / 200 and abs(noise.std() / sigma - 1) < 0.02, (step, noise.std())
     assert not isinstance(training.adam(0.01), training.NoisyAdam)  # no noise: Keras' own Adam
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.01])
+def test_matrices_only_decay_survives_a_keras_file(tmp_path, noise):
+    """A model saved with `adam(decay_scope="matrices")` and loaded again (a resumed run) still leaves its
+    biases out of the decay. Loshchilov & Hutter 2019, Algorithm 2: with a zero gradient Adam's step is 0,
+    so a decayed weight becomes w * (1 - lr * wd) and an excluded one stays w."""
+    lr, wd = 0.1, 0.5
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, bias_initializer="ones")])
+    model.compile(training.adam(lr, weight_decay=wd, decay_scope="matrices", gradient_noise=noise), loss="mse")
+    model.optimizer.build(model.trainable_variables)
+    model.save(tmp_path / "m.keras")
+    loaded = keras.saving.load_model(tmp_path / "m.keras")
+    kernel, bias = (keras.ops.convert_to_numpy(w) for w in loaded.trainable_variables)
+    if noise:  # the noise is the only gradient: take the step on a copy to see Adam's part
+        loaded.optimizer.gradient_noise = 0.0
+    loaded.optimizer.apply([keras.ops.zeros_like(w) for w in loaded.trainable_variables], loaded.trainable_variables)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded.trainable_variables[0]), kernel * (1 - lr * wd),
+                               rtol=1e-6)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded.trainable_variables[1]), bias)

@@ -36,6 +36,8 @@ DEFAULTS = {
         "halting_learning_rate": 1e-4,
         "answer_loss": "visited",
         "halting_inputs": "distance",
+        "attention_dropout": 0.1,
+        "answer_dropout": 0.1,
     },
 }
 
