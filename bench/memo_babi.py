@@ -66,6 +66,9 @@ def parse_args(argv=None):
                              "network's RMSProp never decays)")
     parser.add_argument("--decay-scope", choices=("all", "matrices"), default="matrices",
                         help="with --weight-decay: every weight, or embeddings and kernels only (not biases)")
+    parser.add_argument("--time-noise", type=float, default=0.0,
+                        help="age the training facts as if an empty sentence followed each with this "
+                             "probability (end-to-end memory networks' random noise, e.g. 0.1)")
     parser.add_argument("--dropout", type=float, default=0.1,
                         help="MEMO's dropout on the attention weights and before the answer layer")
     parser.add_argument("--embedding-dim", type=int, default=64, help="word embedding size")
@@ -87,8 +90,9 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.weight_decay < 0:  # Keras' Adam takes it and would grow every weight
         parser.error(f"--weight-decay must be >= 0; got {args.weight_decay}")
-    if not 0 <= args.dropout < 1:
-        parser.error(f"--dropout must be in [0, 1); got {args.dropout}")
+    for flag in ("dropout", "time_noise"):
+        if not 0 <= getattr(args, flag) < 1:
+            parser.error(f"--{flag.replace('_', '-')} must be in [0, 1); got {getattr(args, flag)}")
     return args
 
 
@@ -124,7 +128,7 @@ def train_dataset(data, args, seed, buckets=True):
     `BabiData.dataset`), through the same index-shuffling pipeline so only the padding differs."""
     bounds = None if buckets else [data.story_length]
     return data.bucketed_dataset("train", args.batch_size, bounds=bounds, seed=seed,
-                                 features=("story", "query", "time")).repeat()
+                                 features=("story", "query", "time"), time_noise=args.time_noise).repeat()
 
 
 def split_arrays(data, split, limit):

@@ -96,7 +96,7 @@ def test_regularisation_flags_reach_the_model(data):
     assert model.memo.attention_dropout == model.memo.answer_dropout == 0.3
 
 
-@pytest.mark.parametrize("flag, value", [("--weight-decay", "-0.1"), ("--dropout", "1.0")])
+@pytest.mark.parametrize("flag, value", [("--weight-decay", "-0.1"), ("--dropout", "1.0"), ("--time-noise", "-0.1")])
 def test_bad_regularisation_flags_are_refused(flag, value, capsys):
     with pytest.raises(SystemExit):
         memo_babi.parse_args([flag, value])

@@ -380,6 +380,7 @@ class BabiData:
         seed=0,
         features=("story", "query"),
         drop_remainder=False,
+        time_noise=0.0,
     ):
         """Like `dataset`, with every batch's stories of similar length and padded
         only to its bucket's bound, so a model does no work on most padded facts.
@@ -408,6 +409,9 @@ class BabiData:
                 batch of a pass (each pass drops other examples), so the
                 batch shapes are one per bound: what XLA (`jit_compile`)
                 needs to compile each shape once.
+            time_noise: float in [0, 1): `time_with_noise`'s rate on the
+                `time` feature of every batch (0: the time as it is), a
+                regulariser of a learned time encoding.
 
         Example:
 
@@ -420,6 +424,8 @@ class BabiData:
 
         import tensorflow as tf
 
+        if not 0 <= time_noise < 1:
+            raise ValueError(f"time_noise must be in [0, 1); got {time_noise}")
         arrays = self._feature_arrays(split, features)
         lengths = self.story_lengths(split)
         bounds = sorted(bounds or bucket_bounds(lengths))
@@ -442,6 +448,8 @@ class BabiData:
                 groups = [groups[i] for i in rng.permutation(len(groups))]
             for bound, rows in groups:
                 x = {name: arrays[name][rows, :bound] if name in per_fact else arrays[name][rows] for name in features}
+                if time_noise and "time" in x:
+                    x["time"] = time_with_noise(x["time"], time_noise, rng)
                 yield x, arrays["answer"][rows]
 
         def spec(name):
@@ -458,6 +466,43 @@ class BabiData:
         count = int(np.sum(sizes // batch_size if drop_remainder else -(-sizes // batch_size)))
         ds = ds.apply(tf.data.experimental.assert_cardinality(count))
         return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def time_with_noise(time, rate, rng):
+    """The `time` of stories into which empty sentences were slipped at random.
+
+    End-to-end memory networks' "random noise" (Sukhbaatar et al. 2015, §4.1:
+    "at training time we can randomly add 10% of empty memories to the
+    stories") keeps a learned time encoding from pinning each fact to its
+    exact age. Here only the ages change, as if after each fact an empty
+    sentence had been inserted with probability `rate`; the empty sentences
+    themselves are not added to the memory.
+
+    Args:
+        time: int array `(batch, K)`: `BabiData.arrays()["time"]` (oldest fact
+            first, 1 = the most recent, 0 = padding).
+        rate: float, probability of an empty sentence after each fact.
+        rng: `numpy.random.Generator`.
+
+    Returns:
+        The new ages, same shape and dtype; padding stays 0 and the facts keep
+        their order.
+
+    Example:
+
+    ```python
+    >>> import numpy as np
+    >>> time_with_noise(np.array([[3, 2, 1, 0]]), 0.999999, np.random.default_rng(0))
+    array([[6, 4, 2, 0]])
+
+    ```
+    """
+    time = np.asarray(time)
+    valid = time > 0
+    empty_after = (rng.random(time.shape) < rate) & valid
+    # a fact ages by one for every empty sentence slipped in after it (at its place or later)
+    older_by = np.cumsum(empty_after[:, ::-1], axis=1)[:, ::-1]
+    return np.where(valid, time + older_by, 0).astype(time.dtype)
 
 
 def bucket_bounds(lengths, quantiles=(0.5, 0.75, 0.9, 0.97, 0.99, 0.997, 1.0)):

@@ -183,6 +183,41 @@ def test_bucketed_batches_keep_every_example_once_and_cut_padding():
         data.bucketed_dataset("test", bounds=[3])
 
 
+def test_time_noise_ages_facts_as_empty_sentences_would():
+    """Sukhbaatar et al. 2015, §4.1 (random noise): empty memories slipped into a story. A fact with age t
+    (t - 1 facts after it) ages by the number of empty sentences inserted after it or after the facts that
+    follow it: with every slot filled (rate -> 1) that is t, so ages double; on average it is rate * t."""
+    import numpy as np
+
+    time = np.array([[4, 3, 2, 1, 0, 0], [2, 1, 0, 0, 0, 0]], "int32")
+    np.testing.assert_array_equal(babi.time_with_noise(time, 1 - 1e-9, np.random.default_rng(0)), 2 * time)
+    np.testing.assert_array_equal(babi.time_with_noise(time, 0.0, np.random.default_rng(0)), time)
+    many = np.tile(time[:1], (20_000, 1))
+    noisy = babi.time_with_noise(many, 0.1, np.random.default_rng(1))
+    assert noisy.dtype == many.dtype and (noisy[:, 4:] == 0).all()
+    assert (np.diff(noisy[:, :4], axis=1) < 0).all()  # the facts keep their order, no two share an age
+    np.testing.assert_allclose((noisy - many)[:, :4].mean(0), 0.1 * time[0, :4], atol=0.01)
+
+
+def test_bucketed_batches_with_time_noise_change_only_the_time():
+    import numpy as np
+
+    data = load_babi([1], "en")
+    features = ("story", "query", "time")
+    plain = data.bucketed_dataset("train", batch_size=100, seed=3, features=features)
+    noisy = data.bucketed_dataset("train", batch_size=100, seed=3, features=features, time_noise=0.5)
+    changed = 0
+    for (a, answer_a), (b, answer_b) in zip(plain.take(5), noisy.take(5)):
+        np.testing.assert_array_equal(a["story"].numpy(), b["story"].numpy())
+        np.testing.assert_array_equal(answer_a.numpy(), answer_b.numpy())
+        ta, tb = a["time"].numpy(), b["time"].numpy()
+        assert ((ta == 0) == (tb == 0)).all() and (tb >= ta).all()
+        changed += int((tb != ta).sum())
+    assert changed > 0
+    with pytest.raises(ValueError, match="time_noise"):
+        data.bucketed_dataset("train", time_noise=1.0)
+
+
 def test_bad_task_and_data_arguments():
     with pytest.raises(ValueError, match="21"):
         load_babi(21)
