@@ -69,6 +69,9 @@ def parse_args(argv=None):
     parser.add_argument("--time-noise", type=float, default=0.0,
                         help="age the training facts as if an empty sentence followed each with this "
                              "probability (end-to-end memory networks' random noise, e.g. 0.1)")
+    parser.add_argument("--linear-start-rounds", type=int, default=0,
+                        help="train the first rounds with the softmax taken out of the attention (end-to-end "
+                             "memory networks' linear start), then put it back")
     parser.add_argument("--dropout", type=float, default=0.1,
                         help="MEMO's dropout on the attention weights and before the answer layer")
     parser.add_argument("--embedding-dim", type=int, default=64, help="word embedding size")
@@ -90,6 +93,8 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.weight_decay < 0:  # Keras' Adam takes it and would grow every weight
         parser.error(f"--weight-decay must be >= 0; got {args.weight_decay}")
+    if args.linear_start_rounds < 0:
+        parser.error(f"--linear-start-rounds must be >= 0; got {args.linear_start_rounds}")
     for flag in ("dropout", "time_noise"):
         if not 0 <= getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')} must be in [0, 1); got {getattr(args, flag)}")
@@ -114,7 +119,7 @@ def build(args, data):
         "memo", len(data.vocab), len(data.answer_vocab), data.story_length, data.sentence_length,
         data.query_length, embedding_dim=args.embedding_dim, num_heads=args.num_heads,
         key_size=args.key_size, max_hops=args.max_hops,
-        attention_dropout=args.dropout, answer_dropout=args.dropout,
+        attention_dropout=args.dropout, answer_dropout=args.dropout, linear_start=args.linear_start_rounds > 0,
         **halting_settings(args),
     )
     model.compile(adam(args.learning_rate, weight_decay=args.weight_decay, decay_scope=args.decay_scope,
@@ -251,6 +256,7 @@ def run(args):
 
     def train_round(model, index):
         hold_halting_until(model, index, args.halting_warmup_rounds)
+        linear_start_until(model, index, args.linear_start_rounds)
         ds = train_dataset(data, args, seed=args.seed * 1000 + index, buckets=not args.no_buckets)
         start = time.perf_counter()
         history = model.fit(ds, steps_per_epoch=args.steps_per_round, epochs=1, verbose=0, shuffle=False)
@@ -300,6 +306,24 @@ def run(args):
     )
     record(curve, complete=True, extra={"hop_errors": hop_errors(model, data, args)})
     report(args)
+
+
+def linear_start_until(model, index, rounds):
+    """MEMO reads with linear attention in rounds before `rounds` and with the softmax from then on
+    (set every round, so a resumed run is in the phase its round index says)."""
+    import keras
+
+    memo = model.memo
+    if not rounds:
+        return
+    if not memo.linear_start:
+        raise SystemExit("--linear-start-rounds: the saved MEMO in this --workdir was built without linear "
+                         "start; use a new --workdir.")
+    phase = 1.0 if index < rounds else 0.0
+    if float(keras.ops.convert_to_numpy(memo.linear_phase)) != phase:
+        print(f"round {index}: softmax attention" if phase == 0.0 else f"round {index}: linear attention",
+              flush=True)
+    memo.linear_phase.assign(phase)
 
 
 def reset_halting_network(model):

@@ -96,7 +96,24 @@ def test_regularisation_flags_reach_the_model(data):
     assert model.memo.attention_dropout == model.memo.answer_dropout == 0.3
 
 
-@pytest.mark.parametrize("flag, value", [("--weight-decay", "-0.1"), ("--dropout", "1.0"), ("--time-noise", "-0.1")])
+def test_linear_start_rounds_then_the_softmax(data):
+    small = ["--embedding-dim", "8", "--num-heads", "2", "--key-size", "4", "--max-hops", "2"]
+    model = memo_babi.build(memo_babi.parse_args([*small, "--linear-start-rounds", "2"]), data)
+    phases = []
+    for index in range(4):
+        memo_babi.linear_start_until(model, index, 2)
+        phases.append(float(model.memo.linear_phase.numpy()))
+    assert phases == [1.0, 1.0, 0.0, 0.0]
+    memo_babi.linear_start_until(model, 1, 2)  # a run resumed in its linear rounds goes back to them
+    assert float(model.memo.linear_phase.numpy()) == 1.0
+    plain = memo_babi.build(memo_babi.parse_args(small), data)
+    memo_babi.linear_start_until(plain, 0, 0)  # no linear start asked: nothing to do
+    with pytest.raises(SystemExit, match="without linear start"):
+        memo_babi.linear_start_until(plain, 0, 2)
+
+
+@pytest.mark.parametrize("flag, value", [("--weight-decay", "-0.1"), ("--dropout", "1.0"), ("--time-noise", "-0.1"),
+                                         ("--linear-start-rounds", "-1")])
 def test_bad_regularisation_flags_are_refused(flag, value, capsys):
     with pytest.raises(SystemExit):
         memo_babi.parse_args([flag, value])

@@ -92,6 +92,13 @@ class MEMO(keras.layers.Layer):
             number of hops on all; the entropy drops at the hop where each
             type becomes answerable (docs/results.md, the PAI experiments).
         act_epsilon: ACT's epsilon (default 0.01).
+        linear_start: bool (default False). True adds a non-trainable
+            `linear_phase` weight, 1 at first: while it is 1 the reads use the
+            attention logits themselves, without the softmax (end-to-end
+            memory networks' "linear start", Sukhbaatar et al. 2015, §4.2);
+            `memo.linear_phase.assign(0.0)` puts the softmax back. The
+            attention returned (and the halting policy's distances) is the
+            softmax's in both phases.
         kernel_initializer: initializer of the projections (default glorot).
         seed: optional int seed for dropout.
         **kwargs: standard layer arguments.
@@ -138,6 +145,7 @@ class MEMO(keras.layers.Layer):
         seed=None,
         logit_mixing="heads",
         halting_inputs="distance",
+        linear_start=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -156,6 +164,7 @@ class MEMO(keras.layers.Layer):
             raise ValueError(f"halting_threshold must be in (0, 1); received {halting_threshold!r}.")
         num_halting_inputs = check_halting_inputs(halting_inputs)
         self.halting_inputs = halting_inputs
+        self.linear_start = bool(linear_start)
         self.num_answers = num_answers
         self.key_size = key_size
         self.num_heads = num_heads
@@ -227,6 +236,9 @@ class MEMO(keras.layers.Layer):
                 ),
                 name="W_h",
             )
+        if self.linear_start:
+            self.linear_phase = self.add_weight(shape=(), initializer="ones", trainable=False,
+                                                name="linear_phase")
         self.hop_projection.build((None, size))
         self.norm.build((None, size))
         self.answer_hidden.build((None, size))
@@ -271,10 +283,16 @@ class MEMO(keras.layers.Layer):
             mixed = ops.matmul(q, mixing)  # (b, H, 1, d): (W_h q_h)^T
             logits = ops.matmul(mixed, ops.transpose(keys, (0, 1, 3, 2)))[:, :, 0, :]
             logits = ops.cast(logits, "float32") / (self.key_size**0.5)
+        linear = logits
         if mask is not None:
+            linear = ops.where(ops.expand_dims(mask, 1), logits, 0.0)
             logits = ops.where(ops.expand_dims(mask, 1), logits, _NEG_INF)
         attention = ops.softmax(logits, axis=-1)
-        weights = ops.cast(attention, values.dtype)
+        weights = attention
+        if self.linear_start:
+            phase = ops.cast(self.linear_phase, "float32")
+            weights = phase * linear + (1.0 - phase) * attention
+        weights = ops.cast(weights, values.dtype)
         if training and self.attention_dropout > 0:
             weights = keras.random.dropout(weights, self.attention_dropout, seed=self.seed_generator)
         read = ops.matmul(ops.expand_dims(weights, 2), values)[:, :, 0, :]  # (b, H, d)
@@ -421,6 +439,7 @@ class MEMO(keras.layers.Layer):
                 "halting": self.halting,
                 "logit_mixing": self.logit_mixing,
                 "halting_inputs": self.halting_inputs,
+                "linear_start": self.linear_start,
                 "halting_gru_units": self.halting_gru_units,
                 "halting_mlp_units": self.halting_mlp_units,
                 "bias_init": self.bias_init,

@@ -38,6 +38,7 @@ DEFAULTS = {
         "halting_inputs": "distance",
         "attention_dropout": 0.1,
         "answer_dropout": 0.1,
+        "linear_start": False,
     },
 }
 

@@ -40,35 +40,61 @@ def make_memo(**kwargs):
     return memo
 
 
-def test_one_hop_all_heads_matches_numpy():
-    memo = make_memo(halting=None)
-    randomize_weights(memo, seed=1)
-    w = weights_by_name(memo)
-    facts, query = inputs()
-    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)
-    keys, values, q0 = memo.memory(facts, query)
-    q1, attention, logits = memo.hop(keys, values, q0, mask=mask)
-
+def np_hop(w, facts, query, mask, linear=False):
+    """One MEMO hop from Banino et al. 2020, §2.2 (eqs. 5-10, with our per-head bilinear W_h), in NumPy:
+    returns the initial query, each head's softmax attention, the new query and the answer logits.
+    `linear`: the reads weight the values by the masked scores themselves, no softmax (Sukhbaatar et al.
+    2015, §4.2, linear start)."""
     flat = facts.reshape(B, I, S * DC)
-    expected_q0 = query.reshape(B, -1) @ w["query0/kernel"]
-    assert_close(q0, expected_q0, atol=1e-5)
-    reads = []
+    q0 = query.reshape(B, -1) @ w["query0/kernel"]
+    reads, attention = [], []
     for h in range(H):
         k = flat @ w["keys/kernel"][:, h * D : (h + 1) * D]  # (B, I, D)
         v = flat @ w["values/kernel"][:, h * D : (h + 1) * D]
-        q = expected_q0[:, h * D : (h + 1) * D]
+        q = q0[:, h * D : (h + 1) * D]
         scores = np.einsum("bid,de,be->bi", k, w["W_h"][h], q) / np.sqrt(D)
-        scores = np.where(mask, scores, -1e9)
-        weights = np_softmax(scores)
-        assert_close(attention[:, h], weights, atol=1e-5)
-        assert np.all(weights[0, 3:] < 1e-6)  # padded facts get no attention
+        attention.append(np_softmax(np.where(mask, scores, -1e9)))
+        weights = np.where(mask, scores, 0.0) if linear else attention[-1]
         reads.append(np.einsum("bi,bid->bd", weights, v))
     read = np.concatenate(reads, -1)
-    new_q = np_layer_norm(read @ w["W_q/kernel"] + w["W_q/bias"] + expected_q0,
-                          w["query_norm/gamma"], w["query_norm/beta"])
-    assert_close(q1, new_q, atol=1e-4)
+    new_q = np_layer_norm(read @ w["W_q/kernel"] + w["W_q/bias"] + q0, w["query_norm/gamma"], w["query_norm/beta"])
     hidden = np.maximum(new_q @ w["W_qa/kernel"] + w["W_qa/bias"], 0)
-    assert_close(logits, hidden @ w["W_a/kernel"] + w["W_a/bias"], atol=1e-4)
+    return q0, np.stack(attention, 1), new_q, hidden @ w["W_a/kernel"] + w["W_a/bias"]
+
+
+MASK = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)
+
+
+def test_one_hop_all_heads_matches_numpy():
+    memo = make_memo(halting=None)
+    randomize_weights(memo, seed=1)
+    facts, query = inputs()
+    keys, values, q0 = memo.memory(facts, query)
+    q1, attention, logits = memo.hop(keys, values, q0, mask=MASK)
+    expected_q0, expected_attention, new_q, answer = np_hop(weights_by_name(memo), facts, query, MASK)
+    assert_close(q0, expected_q0, atol=1e-5)
+    assert_close(attention, expected_attention, atol=1e-5)
+    assert np.all(expected_attention[0, :, 3:] < 1e-6)  # padded facts get no attention
+    assert_close(q1, new_q, atol=1e-4)
+    assert_close(logits, answer, atol=1e-4)
+
+
+def test_linear_start_reads_with_the_scores_until_the_softmax_is_put_back():
+    memo = make_memo(halting=None, linear_start=True)
+    randomize_weights(memo, seed=1)
+    memo.linear_phase.assign(1.0)  # randomize_weights may have drawn it
+    facts, query = inputs()
+    w = weights_by_name(memo)
+    for phase, linear in ((1.0, True), (0.0, False)):
+        memo.linear_phase.assign(phase)
+        q1, attention, logits = memo.hop(*memo.memory(facts, query), mask=MASK)
+        _, expected_attention, new_q, answer = np_hop(w, facts, query, MASK, linear=linear)
+        assert_close(attention, expected_attention, atol=1e-5)  # the softmax's, in both phases
+        assert_close(q1, new_q, atol=1e-4)
+        assert_close(logits, answer, atol=1e-4)
+    assert not np.allclose(np_hop(w, facts, query, MASK, linear=True)[2], np_hop(w, facts, query, MASK)[2], atol=1e-3)
+    assert "linear_phase" not in [v.name for v in memo.trainable_weights]
+    assert MEMO.from_config(memo.get_config()).linear_start
 
 
 def test_bhattacharyya_distance_matches_numpy():
