@@ -16,9 +16,9 @@ def add_halting_arguments(parser):
     one hop on joint bAbI and on PAI (MEMOClassifier's own defaults,
     "visited" and 0.9, did collapse it: docs/results.md, the PAI and joint bAbI experiments).
     """
-    parser.add_argument("--answer-loss", choices=("all", "visited"), default="all",
+    parser.add_argument("--answer-loss", choices=("all", "visited", "last"), default="all",
                         help="hops whose answers the cross-entropy trains (MEMOClassifier's answer_loss); "
-                             "'visited' let the policy collapse to one hop")
+                             "'visited' let the policy collapse to one hop; 'last' trains hop N's alone")
     parser.add_argument("--gamma", type=float, default=1.0,
                         help="REINFORCE discount (MEMOClassifier's default 0.9 is a 10%%-per-hop cost that made "
                              "one hop pay on the easy queries); set on a resumed model too")

@@ -221,22 +221,31 @@ def train_errors(model, data, per_task_limit=100):
 
 
 def hop_errors(model, data, args):
-    """{task: {"error_by_hop": [% wrong after hop 1..N], "wrong_at_every_hop": %}}: all N hops unrolled on
-    the test split, whatever the halting network would do. A task whose answer is right at some hop but
-    not where the policy stops needs a better policy; one wrong at every hop, a better MEMO."""
+    """{task: {"error_by_hop": [% wrong after hop 1..N], "wrong_at_every_hop": %,
+    "attention_on_support_by_hop": [% of the attention on the supporting facts at hop 1..N]}}: all N hops
+    unrolled on the test split, whatever the halting network would do. A task whose answer is right at some
+    hop but not where the policy stops needs a better policy; one wrong at every hop, a better MEMO. The
+    attention (mean over heads) says whether the hops read the facts the data names as the answer's
+    support."""
     import numpy as np
 
     arrays = split_arrays(data, "test", args.test_limit)
     wrong = np.zeros((len(arrays["length"]), model.memo.max_hops), bool)
+    on_support = np.zeros(wrong.shape)
     for rows, x in length_sorted_batches(arrays):
         embedded, mask = model.embed_inputs(x)
-        logits = np.asarray(model.memo.unrolled(embedded, mask=mask, training=False)["answer_logits"])
-        wrong[rows] = np.argmax(logits, -1) != arrays["answer"][rows, None]
+        out = model.memo.unrolled(embedded, mask=mask, training=False)
+        wrong[rows] = np.argmax(np.asarray(out["answer_logits"]), -1) != arrays["answer"][rows, None]
+        support = arrays["support"][rows, :x["story"].shape[1]]  # (b, I)
+        attention = np.asarray(out["attention"]).mean(2)  # (b, N, I)
+        on_support[rows] = (attention * support[:, None, :]).sum(-1)
     result = {}
     for task in data.tasks:
-        rows = wrong[arrays["task"] == task]
-        result[str(task)] = {"error_by_hop": [round(100 * float(e), 2) for e in rows.mean(0)],
-                             "wrong_at_every_hop": round(100 * float(rows.all(1).mean()), 2)}
+        rows = arrays["task"] == task
+        result[str(task)] = {"error_by_hop": [round(100 * float(e), 2) for e in wrong[rows].mean(0)],
+                             "wrong_at_every_hop": round(100 * float(wrong[rows].all(1).mean()), 2),
+                             "attention_on_support_by_hop": [round(100 * float(a), 1)
+                                                             for a in on_support[rows].mean(0)]}
     return result
 
 
@@ -387,12 +396,14 @@ def markdown(results):
     lines = [f"{trained} en-10k (task 3: en), {results['minutes']:.1f} training minutes, "
              f"{results['epochs']:.2f} epochs ({state}):", "",
              "| task | error % | training error % | hops | supporting facts | error % after hop 1, 2, ... N "
-             "| wrong at every hop % |", "|---|---|---|---|---|---|---|"]
+             "| wrong at every hop % | attention on the supporting facts % at hop 1, 2, ... N |",
+             "|---|---|---|---|---|---|---|---|"]
     for task in sorted(tasks, key=int):
         row, hop = tasks[task], by_hop.get(task, {})
         lines.append(f"| {task} | {row['error']:.2f} | {cell(row.get('train_error'))} | {row['hops']:.2f} | "
                      f"{cell(facts.get(task))} | {', '.join(f'{e:.1f}' for e in hop.get('error_by_hop', []))} | "
-                     f"{cell(hop.get('wrong_at_every_hop'))} |")
+                     f"{cell(hop.get('wrong_at_every_hop'))} | "
+                     f"{', '.join(f'{a:.0f}' for a in hop.get('attention_on_support_by_hop', [])) or '-'} |")
     lines += ["", f"- ours: mean error {results['mean_error']:.2f}%, solved {results['solved']}/{len(tasks)}",
               *(f"- paper, {name}: mean error {error}%, solved {solved}/20" for name, (error, solved) in PAPER.items())]
     if facts:

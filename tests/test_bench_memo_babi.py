@@ -43,6 +43,7 @@ def test_training_and_per_hop_errors_of_a_small_memo(data):
         assert len(row["error_by_hop"]) == 3
         # a question wrong at every hop is wrong at each hop
         assert row["wrong_at_every_hop"] <= min(row["error_by_hop"]) + 1e-9
+        assert len(row["attention_on_support_by_hop"]) == 3
     # the last hop's error is what a model that always runs N hops scores
     model.memo.policy.halt.bias.assign([-30.0])  # never halt early
     adaptive = memo_babi.per_task(model, data, args)
@@ -50,6 +51,30 @@ def test_training_and_per_hop_errors_of_a_small_memo(data):
         assert row["error_by_hop"][-1] == pytest.approx(adaptive[task]["error"], abs=1e-6)
         assert adaptive[task]["hops"] == pytest.approx(3.0)
     assert np.isfinite(list(train.values())).all()
+
+
+def test_attention_on_support_is_the_mass_on_the_supporting_facts(data):
+    """Force every head to attend only to the first fact of each story: the mass on the supporting facts
+    is then the share of questions whose first sentence is one of them (read from the data's ids)."""
+    args = memo_babi.parse_args(["--embedding-dim", "8", "--num-heads", "2", "--key-size", "4", "--max-hops", "2",
+                                 "--test-limit", "50"])
+    model = memo_babi.build(args, data)
+    original = model.memo.unrolled
+
+    def first_fact_only(inputs, mask=None, training=False):
+        out = dict(original(inputs, mask=mask, training=training))
+        shape = np.asarray(out["attention"]).shape  # (b, N, H, I)
+        out["attention"] = np.zeros(shape)
+        out["attention"][..., 0] = 1.0
+        return out
+
+    model.memo.unrolled = first_fact_only
+    hops = memo_babi.hop_errors(model, data, args)
+    for task in data.tasks:
+        questions = [e for e in data.examples["test"] if e.task == task][:50]
+        # the first sentence MEMO sees: the oldest of the story's last memory_size (50) sentences
+        first_is_support = np.mean([e.sentence_ids[-50:][0] in e.supporting_facts for e in questions])
+        assert hops[str(task)]["attention_on_support_by_hop"] == [round(100 * first_is_support, 1)] * 2
 
 
 def test_hops_by_fact_count_by_hand():

@@ -26,7 +26,7 @@ TRAINING_DEFAULTS = {
     "halting_learning_rate": 1e-4,
     "ponder_cost": 0.01,
 }
-ANSWER_LOSSES = ("visited", "all")
+ANSWER_LOSSES = ("visited", "all", "last")
 
 
 def story_time(mask):
@@ -70,7 +70,10 @@ class MEMOClassifier(keras.Model):
             learning, and they never get good enough to pay for continuing:
             on joint bAbI the policy collapsed to one hop that way.
             `"all"` keeps every hop's answer trained, so the reward can tell
-            where more hops help. Both cost the same: all N hops are unrolled.
+            where more hops help. `"last"` trains hop N's answer alone, so
+            no earlier hop is pushed to answer before it has read what the
+            answer needs (the reward still comes from the halting hop). All
+            three cost the same: all N hops are unrolled.
         **memo_kwargs: arguments of `keras_relmem.MEMO` (`num_heads`,
             `key_size`, `max_hops`, `halting`, `bias_init`, ...).
 
@@ -300,6 +303,8 @@ class MEMOClassifier(keras.Model):
             halt_hop = out["halt_hop"]
             if self.answer_loss == "all":
                 task = ops.mean(per_hop_ce)
+            elif self.answer_loss == "last":
+                task = ops.mean(per_hop_ce[:, -1])
             else:
                 upto = ops.cast(steps <= ops.expand_dims(halt_hop, -1), "float32")
                 task = ops.mean(ops.sum(per_hop_ce * upto, axis=1) / ops.sum(upto, axis=1))
