@@ -75,6 +75,9 @@ def parse_args(argv=None):
     parser.add_argument("--dropout", type=float, default=0.1,
                         help="MEMO's dropout on the attention weights and before the answer layer")
     parser.add_argument("--embedding-dim", type=int, default=64, help="word embedding size")
+    parser.add_argument("--embedding-stddev", type=float, default=None,
+                        help="draw the word and time embeddings from N(0, this) (default: Keras' uniform in "
+                             "+-0.05, which starts every attention logit near 0)")
     parser.add_argument("--num-heads", type=int, default=4, help="MEMO's attention heads")
     parser.add_argument("--key-size", type=int, default=32, help="MEMO's key size per head")
     parser.add_argument("--max-hops", type=int, default=5, help="MEMO's hard stop N")
@@ -93,6 +96,8 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.weight_decay < 0:  # Keras' Adam takes it and would grow every weight
         parser.error(f"--weight-decay must be >= 0; got {args.weight_decay}")
+    if args.embedding_stddev is not None and args.embedding_stddev <= 0:
+        parser.error(f"--embedding-stddev must be > 0; got {args.embedding_stddev}")
     if args.linear_start_rounds < 0:
         parser.error(f"--linear-start-rounds must be >= 0; got {args.linear_start_rounds}")
     for flag in ("dropout", "time_noise"):
@@ -122,6 +127,10 @@ def build(args, data):
         attention_dropout=args.dropout, answer_dropout=args.dropout, linear_start=args.linear_start_rounds > 0,
         **halting_settings(args),
     )
+    if args.embedding_stddev is not None:
+        for table in (model.embed, model.time_embed):
+            table.embeddings.assign(keras.initializers.RandomNormal(stddev=args.embedding_stddev, seed=args.seed)(
+                table.embeddings.shape))
     model.compile(adam(args.learning_rate, weight_decay=args.weight_decay, decay_scope=args.decay_scope,
                        clipnorm=args.clipnorm),
                   jit_compile=bool(args.jit_compile))

@@ -121,6 +121,15 @@ def test_regularisation_flags_reach_the_model(data):
     assert model.memo.attention_dropout == model.memo.answer_dropout == 0.3
 
 
+def test_embedding_stddev_draws_the_word_and_time_embeddings(data):
+    small = ["--embedding-dim", "16", "--num-heads", "2", "--key-size", "4", "--max-hops", "2"]
+    default = memo_babi.build(memo_babi.parse_args(small), data)
+    assert np.abs(default.embed.embeddings.numpy()).max() <= 0.05  # Keras' uniform initializer
+    model = memo_babi.build(memo_babi.parse_args([*small, "--embedding-stddev", "0.5"]), data)
+    for table in (model.embed, model.time_embed):
+        assert table.embeddings.numpy().std() == pytest.approx(0.5, rel=0.15)
+
+
 def test_linear_start_rounds_then_the_softmax(data):
     small = ["--embedding-dim", "8", "--num-heads", "2", "--key-size", "4", "--max-hops", "2"]
     model = memo_babi.build(memo_babi.parse_args([*small, "--linear-start-rounds", "2"]), data)
@@ -138,7 +147,8 @@ def test_linear_start_rounds_then_the_softmax(data):
 
 
 @pytest.mark.parametrize("flag, value", [("--weight-decay", "-0.1"), ("--dropout", "1.0"), ("--time-noise", "-0.1"),
-                                         ("--linear-start-rounds", "-1")])
+                                         ("--linear-start-rounds", "-1"),
+                                         ("--embedding-stddev", "0")])
 def test_bad_regularisation_flags_are_refused(flag, value, capsys):
     with pytest.raises(SystemExit):
         memo_babi.parse_args([flag, value])
