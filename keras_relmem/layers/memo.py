@@ -283,13 +283,13 @@ class MEMO(keras.layers.Layer):
             mixed = ops.matmul(q, mixing)  # (b, H, 1, d): (W_h q_h)^T
             logits = ops.matmul(mixed, ops.transpose(keys, (0, 1, 3, 2)))[:, :, 0, :]
             logits = ops.cast(logits, "float32") / (self.key_size**0.5)
-        linear = logits
+        scores = logits
         if mask is not None:
-            linear = ops.where(ops.expand_dims(mask, 1), logits, 0.0)
             logits = ops.where(ops.expand_dims(mask, 1), logits, _NEG_INF)
         attention = ops.softmax(logits, axis=-1)
         weights = attention
         if self.linear_start:
+            linear = scores if mask is None else ops.where(ops.expand_dims(mask, 1), scores, 0.0)
             phase = ops.cast(self.linear_phase, "float32")
             weights = phase * linear + (1.0 - phase) * attention
         weights = ops.cast(weights, values.dtype)
