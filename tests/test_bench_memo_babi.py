@@ -128,6 +128,17 @@ def test_embedding_stddev_draws_the_word_and_time_embeddings(data):
     model = memo_babi.build(memo_babi.parse_args([*small, "--embedding-stddev", "0.5"]), data)
     for table in (model.embed, model.time_embed):
         assert table.embeddings.numpy().std() == pytest.approx(0.5, rel=0.15)
+    rows = min(len(model.embed.embeddings.numpy()), len(model.time_embed.embeddings.numpy()))
+    # each table its own draw, not the same rows twice
+    assert not np.allclose(model.embed.embeddings.numpy()[:rows], model.time_embed.embeddings.numpy()[:rows])
+
+
+def test_bag_init_reaches_memo(data):
+    small = ["--embedding-dim", "8", "--num-heads", "2", "--key-size", "4", "--max-hops", "2"]
+    model = memo_babi.build(memo_babi.parse_args([*small, "--bag-init"]), data)
+    assert model.memo.bag_init
+    assert np.allclose(model.memo.hop_projection.kernel.numpy(), np.eye(8))
+    assert not memo_babi.build(memo_babi.parse_args(small), data).memo.bag_init
 
 
 def test_linear_start_rounds_then_the_softmax(data):

@@ -99,6 +99,19 @@ class MEMO(keras.layers.Layer):
             `memo.linear_phase.assign(0.0)` puts the softmax back. The
             attention returned (and the halting policy's distances) is the
             softmax's in both phases.
+        bag_init: bool (default False). True starts `W_k`, `W_v` and `W_q0`
+            as one random matrix `P` (`d_c x H d`, orthonormal rows; needs
+            `H d >= d_c` and facts and query items of the same size)
+            repeated for every item, and `W_q` as the identity. Keys, values
+            and the first query then start as `P^T` of the sum of their
+            items, in one space: a fact sharing words with the query starts
+            with a higher logit, and a hop's read moves the next query
+            towards the words it read, as end-to-end memory networks' tied
+            embeddings do (Sukhbaatar et al. 2015, §2.2, adjacent tying).
+            With the default initialisation the logits start near 0 with no
+            such preference, and the attention has to be learnt from
+            gradients that vanish with it. Every weight stays trainable and
+            item positions can still be told apart after training.
         kernel_initializer: initializer of the projections (default glorot).
         seed: optional int seed for dropout.
         **kwargs: standard layer arguments.
@@ -146,6 +159,7 @@ class MEMO(keras.layers.Layer):
         logit_mixing="heads",
         halting_inputs="distance",
         linear_start=False,
+        bag_init=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -165,6 +179,7 @@ class MEMO(keras.layers.Layer):
         num_halting_inputs = check_halting_inputs(halting_inputs)
         self.halting_inputs = halting_inputs
         self.linear_start = bool(linear_start)
+        self.bag_init = bool(bag_init)
         self.num_answers = num_answers
         self.key_size = key_size
         self.num_heads = num_heads
@@ -245,7 +260,25 @@ class MEMO(keras.layers.Layer):
         self.answer_output.build((None, self.answer_units))
         if self.policy is not None:
             self.policy.build()
+        if self.bag_init:
+            self._initialise_as_bags(facts_shape[-1], query_shape[-1])
         self.built = True
+
+    def _initialise_as_bags(self, fact_item, query_item):
+        """`bag_init`: one `P` repeated over the items of keys, values and query; `W_q = I`."""
+        size = self.num_heads * self.key_size
+        if fact_item != query_item or fact_item is None or size < fact_item:
+            raise ValueError(
+                "bag_init=True needs facts and query items of one known size d_c <= num_heads * key_size "
+                f"(one matrix projects both); received items of size {fact_item} (facts) and {query_item} "
+                f"(query) with num_heads * key_size = {size}."
+            )
+        seed = None if self.seed is None else self.seed + 1
+        bag = keras.initializers.Orthogonal(seed=seed)((fact_item, size))
+        for projection in (self.key_projection, self.value_projection, self.query_projection):
+            items = projection.kernel.shape[0] // fact_item
+            projection.kernel.assign(ops.cast(ops.tile(bag, (items, 1)), projection.kernel.dtype))
+        self.hop_projection.kernel.assign(ops.eye(size, dtype=self.hop_projection.kernel.dtype))
 
     # -- pieces -------------------------------------------------------------
     def memory(self, facts, query):
@@ -440,6 +473,7 @@ class MEMO(keras.layers.Layer):
                 "logit_mixing": self.logit_mixing,
                 "halting_inputs": self.halting_inputs,
                 "linear_start": self.linear_start,
+                "bag_init": self.bag_init,
                 "halting_gru_units": self.halting_gru_units,
                 "halting_mlp_units": self.halting_mlp_units,
                 "bias_init": self.bias_init,

@@ -39,6 +39,7 @@ DEFAULTS = {
         "attention_dropout": 0.1,
         "answer_dropout": 0.1,
         "linear_start": False,
+        "bag_init": False,
     },
 }
 

@@ -97,6 +97,28 @@ def test_linear_start_reads_with_the_scores_until_the_softmax_is_put_back():
     assert MEMO.from_config(memo.get_config()).linear_start
 
 
+def test_bag_init_starts_keys_values_and_query_as_one_projection_of_the_summed_items():
+    # End-to-end memory networks (Sukhbaatar et al. 2015, §2.1-2.2): with tied embeddings a fact's score
+    # is the dot product of the summed query words with the summed fact words. With bag_init the heads
+    # split P's columns, so the sum over heads of sqrt(d) * logit is exactly (sum_s q_s) . (sum_s c_is).
+    memo = make_memo(halting=None, bag_init=True, seed=3)
+    w = weights_by_name(memo)
+    bag = w["keys/kernel"][:DC]
+    assert_close(bag @ bag.T, np.eye(DC), atol=1e-5)  # orthonormal rows: P P^T = I
+    for name, items in (("keys/kernel", S), ("values/kernel", S), ("query0/kernel", SQ)):
+        assert_close(w[name], np.tile(bag, (items, 1)), atol=1e-6)
+    assert_close(w["W_q/kernel"], np.eye(H * D), atol=1e-6)
+    facts, query = inputs()
+    _, attention, _ = memo.hop(*memo.memory(facts, query), mask=None)
+    summed = np.log(np.asarray(attention)).sum(1) * np.sqrt(D)  # (B, I): sum over heads, up to a constant
+    expected = np.einsum("bd,bid->bi", query.sum(1), facts.sum(2))
+    assert_close(summed - summed.mean(-1, keepdims=True), expected - expected.mean(-1, keepdims=True), atol=1e-3)
+    config = MEMO.from_config(memo.get_config())
+    assert config.bag_init
+    with pytest.raises(ValueError, match="bag_init=True needs"):
+        make_memo(halting=None, bag_init=True, key_size=1)  # H d = 2 < d_c = 4
+
+
 def test_bhattacharyya_distance_matches_numpy():
     rng = np.random.default_rng(0)
     p = np_softmax(rng.normal(size=(3, 6)))
