@@ -75,6 +75,9 @@ def parse_args(argv=None):
     parser.add_argument("--bag-init", action="store_true",
                         help="MEMO(bag_init=True): keys, values and query start as one projection of their summed "
                              "words, so facts sharing the query's words start with higher logits")
+    parser.add_argument("--no-time", action="store_true",
+                        help="no time encoding: facts are their words alone, so the attention cannot pick a "
+                             "sentence by its place in the story")
     parser.add_argument("--dropout", type=float, default=0.1,
                         help="MEMO's dropout on the attention weights and before the answer layer")
     parser.add_argument("--embedding-dim", type=int, default=64, help="word embedding size")
@@ -128,11 +131,13 @@ def build(args, data):
         data.query_length, embedding_dim=args.embedding_dim, num_heads=args.num_heads,
         key_size=args.key_size, max_hops=args.max_hops,
         attention_dropout=args.dropout, answer_dropout=args.dropout, linear_start=args.linear_start_rounds > 0,
-        bag_init=args.bag_init,
+        bag_init=args.bag_init, time_encoding=not args.no_time,
         **halting_settings(args),
     )
     if args.embedding_stddev is not None:
         for salt, table in enumerate((model.embed, model.time_embed)):  # a seed per table: distinct rows
+            if table is None:  # --no-time
+                continue
             table.embeddings.assign(keras.initializers.RandomNormal(
                 stddev=args.embedding_stddev, seed=args.seed + salt)(table.embeddings.shape))
     model.compile(adam(args.learning_rate, weight_decay=args.weight_decay, decay_scope=args.decay_scope,

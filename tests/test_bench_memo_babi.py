@@ -141,6 +141,18 @@ def test_bag_init_reaches_memo(data):
     assert not memo_babi.build(memo_babi.parse_args(small), data).memo.bag_init
 
 
+def test_no_time_builds_memo_without_the_time_item(data):
+    small = ["--embedding-dim", "8", "--num-heads", "2", "--key-size", "4", "--max-hops", "2"]
+    timed = memo_babi.build(memo_babi.parse_args(small), data)
+    model = memo_babi.build(memo_babi.parse_args([*small, "--no-time", "--embedding-stddev", "1"]), data)
+    assert model.time_embed is None and timed.time_embed is not None
+    # a fact is its words alone: one item (d_c = 8 inputs of the key projection) fewer
+    assert model.memo.key_projection.kernel.shape[0] == timed.memo.key_projection.kernel.shape[0] - 8
+    arrays = memo_babi.split_arrays(data, "test", 4)
+    _, x = next(memo_babi.length_sorted_batches(arrays))
+    assert model(x).shape == (len(x["story"]), len(data.answer_vocab))
+
+
 def test_linear_start_rounds_then_the_softmax(data):
     small = ["--embedding-dim", "8", "--num-heads", "2", "--key-size", "4", "--max-hops", "2"]
     model = memo_babi.build(memo_babi.parse_args([*small, "--linear-start-rounds", "2"]), data)

@@ -40,6 +40,7 @@ DEFAULTS = {
         "answer_dropout": 0.1,
         "linear_start": False,
         "bag_init": False,
+        "time_encoding": True,
     },
 }
 
@@ -108,7 +109,8 @@ def build_babi_model(
             `[memory, query]`), `"lstm"` (the baseline: an LSTM over the
             sentences, then an MLP on `[state, query]`) or `"memo"` (a
             `MEMOClassifier` over the sentences as separate facts with a time
-            encoding, trained by its own REINFORCE step).
+            encoding, trained by its own REINFORCE step; `time_encoding=False`
+            leaves the time encoding out).
         vocab_size: int, word vocabulary size (id 0 = padding).
         num_answers: int, answer classes.
         story_length, sentence_length, query_length: tensor sizes K, S, Q.
@@ -143,9 +145,8 @@ def build_babi_model(
     if model == "memo":
         from keras_relmem.models.memo import MEMOClassifier
 
-        memo = MEMOClassifier(
-            num_answers, vocab_size=vocab_size, max_time=story_length, name="babi_memo", **config
-        )
+        max_time = story_length if config.pop("time_encoding") else 0
+        memo = MEMOClassifier(num_answers, vocab_size=vocab_size, max_time=max_time, name="babi_memo", **config)
         memo.build({"story": (None, story_length, sentence_length), "query": (None, query_length)})
         return memo
     if model == "entnet":
