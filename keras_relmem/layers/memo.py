@@ -105,9 +105,11 @@ class MEMO(keras.layers.Layer):
             repeated for every item, and `W_q` as the identity. Keys, values
             and the first query then start as `P^T` of the sum of their
             items, in one space: a fact sharing words with the query starts
-            with a higher logit, and a hop's read moves the next query
-            towards the words it read, as end-to-end memory networks' tied
-            embeddings do (Sukhbaatar et al. 2015, §2.2, adjacent tying).
+            with a higher logit, as in end-to-end memory networks, whose
+            question and first hop's facts share one embedding (Sukhbaatar
+            et al. 2015, §2.2, adjacent tying: B = A^1); the values share it
+            too (there they do not), so a hop's read moves the next query
+            towards the words it read.
             With the default initialisation the logits start near 0 with no
             such preference, and the attention has to be learnt from
             gradients that vanish with it. Every weight stays trainable and
