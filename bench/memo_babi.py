@@ -109,6 +109,8 @@ def parse_args(argv=None):
     for flag in ("dropout", "time_noise"):
         if not 0 <= getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')} must be in [0, 1); got {getattr(args, flag)}")
+    if args.no_time and args.time_noise:  # the noise would fall on a time encoding that is not there
+        parser.error("--time-noise needs the time encoding; it cannot go with --no-time")
     return args
 
 

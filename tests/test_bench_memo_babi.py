@@ -7,6 +7,9 @@ import pytest
 from bench import memo_babi
 from keras_relmem.data import load_babi
 
+# a MEMO small enough to build in a second
+SMALL = ["--embedding-dim", "8", "--num-heads", "2", "--key-size", "4", "--max-hops", "2"]
+
 
 @pytest.fixture(scope="module")
 def data():
@@ -112,8 +115,7 @@ def test_hops_spearman_is_none_where_undefined():
 
 
 def test_regularisation_flags_reach_the_model(data):
-    args = memo_babi.parse_args(["--embedding-dim", "8", "--num-heads", "2", "--key-size", "4", "--max-hops", "2",
-                                 "--weight-decay", "0.1", "--dropout", "0.3"])
+    args = memo_babi.parse_args([*SMALL, "--weight-decay", "0.1", "--dropout", "0.3"])
     model = memo_babi.build(args, data)
     adam = model.optimizer.first  # MEMO's; the halting network's RMSProp (`second`) never decays
     assert adam.weight_decay == 0.1 and "bias" in adam.decay_exclude
@@ -122,10 +124,9 @@ def test_regularisation_flags_reach_the_model(data):
 
 
 def test_embedding_stddev_draws_the_word_and_time_embeddings(data):
-    small = ["--embedding-dim", "16", "--num-heads", "2", "--key-size", "4", "--max-hops", "2"]
-    default = memo_babi.build(memo_babi.parse_args(small), data)
+    default = memo_babi.build(memo_babi.parse_args([*SMALL, "--embedding-dim", "16"]), data)
     assert np.abs(default.embed.embeddings.numpy()).max() <= 0.05  # Keras' uniform initializer
-    model = memo_babi.build(memo_babi.parse_args([*small, "--embedding-stddev", "0.5"]), data)
+    model = memo_babi.build(memo_babi.parse_args([*SMALL, "--embedding-dim", "16", "--embedding-stddev", "0.5"]), data)
     for table in (model.embed, model.time_embed):
         assert table.embeddings.numpy().std() == pytest.approx(0.5, rel=0.15)
     rows = min(len(model.embed.embeddings.numpy()), len(model.time_embed.embeddings.numpy()))
@@ -134,17 +135,15 @@ def test_embedding_stddev_draws_the_word_and_time_embeddings(data):
 
 
 def test_bag_init_reaches_memo(data):
-    small = ["--embedding-dim", "8", "--num-heads", "2", "--key-size", "4", "--max-hops", "2"]
-    model = memo_babi.build(memo_babi.parse_args([*small, "--bag-init"]), data)
+    model = memo_babi.build(memo_babi.parse_args([*SMALL, "--bag-init"]), data)
     assert model.memo.bag_init
     assert np.allclose(model.memo.hop_projection.kernel.numpy(), np.eye(8))
-    assert not memo_babi.build(memo_babi.parse_args(small), data).memo.bag_init
+    assert not memo_babi.build(memo_babi.parse_args(SMALL), data).memo.bag_init
 
 
 def test_no_time_builds_memo_without_the_time_item(data):
-    small = ["--embedding-dim", "8", "--num-heads", "2", "--key-size", "4", "--max-hops", "2"]
-    timed = memo_babi.build(memo_babi.parse_args(small), data)
-    model = memo_babi.build(memo_babi.parse_args([*small, "--no-time", "--embedding-stddev", "1"]), data)
+    timed = memo_babi.build(memo_babi.parse_args(SMALL), data)
+    model = memo_babi.build(memo_babi.parse_args([*SMALL, "--no-time", "--embedding-stddev", "1"]), data)
     assert model.time_embed is None and timed.time_embed is not None
     # a fact is its words alone: one item (d_c = 8 inputs of the key projection) fewer
     assert model.memo.key_projection.kernel.shape[0] == timed.memo.key_projection.kernel.shape[0] - 8
@@ -154,8 +153,7 @@ def test_no_time_builds_memo_without_the_time_item(data):
 
 
 def test_linear_start_rounds_then_the_softmax(data):
-    small = ["--embedding-dim", "8", "--num-heads", "2", "--key-size", "4", "--max-hops", "2"]
-    model = memo_babi.build(memo_babi.parse_args([*small, "--linear-start-rounds", "2"]), data)
+    model = memo_babi.build(memo_babi.parse_args([*SMALL, "--linear-start-rounds", "2"]), data)
     phases = []
     for index in range(4):
         memo_babi.linear_start_until(model, index, 2)
@@ -163,7 +161,7 @@ def test_linear_start_rounds_then_the_softmax(data):
     assert phases == [1.0, 1.0, 0.0, 0.0]
     memo_babi.linear_start_until(model, 1, 2)  # a run resumed in its linear rounds goes back to them
     assert float(model.memo.linear_phase.numpy()) == 1.0
-    plain = memo_babi.build(memo_babi.parse_args(small), data)
+    plain = memo_babi.build(memo_babi.parse_args(SMALL), data)
     memo_babi.linear_start_until(plain, 0, 0)  # no linear start asked: nothing to do
     with pytest.raises(SystemExit, match="without linear start"):
         memo_babi.linear_start_until(plain, 0, 2)
@@ -176,3 +174,11 @@ def test_bad_regularisation_flags_are_refused(flag, value, capsys):
     with pytest.raises(SystemExit):
         memo_babi.parse_args([flag, value])
     assert flag in capsys.readouterr().err
+
+
+def test_time_noise_without_the_time_encoding_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        memo_babi.parse_args(["--no-time", "--time-noise", "0.1"])
+    err = capsys.readouterr().err
+    assert "--time-noise" in err and "--no-time" in err
+    assert memo_babi.parse_args(["--no-time"]).no_time  # alone, each is fine
