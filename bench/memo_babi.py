@@ -75,6 +75,11 @@ def parse_args(argv=None):
     parser.add_argument("--bag-init", action="store_true",
                         help="MEMO(bag_init=True): keys, values and query start as one projection of their summed "
                              "words, so facts sharing the query's words start with higher logits")
+    parser.add_argument("--attention-supervision", type=float, default=0.0,
+                        help="a diagnostic, not the paper's training: weight of a loss that shows hop t the t-th "
+                             "supporting fact the data names (MEMOClassifier's attention_supervision; 0: none)")
+    parser.add_argument("--supervised-hops", type=int, default=1,
+                        help="how many of the first hops --attention-supervision shows their fact (default 1)")
     parser.add_argument("--no-time", action="store_true",
                         help="no time encoding: facts are their words alone, so the attention cannot pick a "
                              "sentence by its place in the story")
@@ -109,6 +114,10 @@ def parse_args(argv=None):
     for flag in ("dropout", "time_noise"):
         if not 0 <= getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')} must be in [0, 1); got {getattr(args, flag)}")
+    if args.attention_supervision < 0:
+        parser.error(f"--attention-supervision must be >= 0; got {args.attention_supervision}")
+    if not 1 <= args.supervised_hops <= args.max_hops:
+        parser.error(f"--supervised-hops must be in [1, --max-hops {args.max_hops}]; got {args.supervised_hops}")
     if args.no_time and args.time_noise:  # the noise would fall on a time encoding that is not there
         parser.error("--time-noise needs the time encoding; it cannot go with --no-time")
     return args
@@ -134,6 +143,7 @@ def build(args, data):
         key_size=args.key_size, max_hops=args.max_hops,
         attention_dropout=args.dropout, answer_dropout=args.dropout, linear_start=args.linear_start_rounds > 0,
         bag_init=args.bag_init, time_encoding=not args.no_time,
+        attention_supervision=args.attention_supervision, supervised_hops=args.supervised_hops,
         **halting_settings(args),
     )
     if args.embedding_stddev is not None:
@@ -152,8 +162,9 @@ def train_dataset(data, args, seed, buckets=True):
     """Training batches; without buckets, every batch is padded to the longest story (as
     `BabiData.dataset`), through the same index-shuffling pipeline so only the padding differs."""
     bounds = None if buckets else [data.story_length]
-    return data.bucketed_dataset("train", args.batch_size, bounds=bounds, seed=seed,
-                                 features=("story", "query", "time"), time_noise=args.time_noise).repeat()
+    features = ("story", "query", "time") + (("support",) if args.attention_supervision else ())
+    return data.bucketed_dataset("train", args.batch_size, bounds=bounds, seed=seed, features=features,
+                                 time_noise=args.time_noise).repeat()
 
 
 def split_arrays(data, split, limit):
@@ -256,7 +267,7 @@ def hop_errors(model, data, args):
         embedded, mask = model.embed_inputs(x)
         out = model.memo.unrolled(embedded, mask=mask, training=False)
         wrong[rows] = np.argmax(np.asarray(out["answer_logits"]), -1) != arrays["answer"][rows, None]
-        support = arrays["support"][rows, :x["story"].shape[1]]  # (b, I)
+        support = arrays["support"][rows, :x["story"].shape[1]] > 0  # (b, I)
         attention = np.asarray(out["attention"]).mean(2)  # (b, N, I)
         on_support[rows] = (attention * support[:, None, :]).sum(-1)
     result = {}

@@ -294,8 +294,12 @@ class BabiData:
         Returns a dict with `story (N, K, S)` (sentences left-aligned, oldest
         first, 0 = padding), `query (N, Q)`, `answer (N,)`, `time (N, K)`
         (1 for the most recent sentence, 2 for the one before, ..., 0 for
-        padding; MEMO's temporal encoding), `support (N, K)` (1 where the
-        sentence is a supporting fact) and `task (N,)`.
+        padding; MEMO's temporal encoding), `support (N, K)` (0 for a sentence
+        that is not a supporting fact, else its place in the question's list of
+        supporting ids: 1 for the first, 2 for the second; the data lists them
+        in the order the reasoning uses them, e.g. task 16's "Greg is a swan",
+        "Julius is a swan", "Julius is green") and `task (N,)`. `support > 0`
+        marks the supporting facts.
         """
         if split not in self.examples:
             raise ValueError(f"split must be one of {sorted(self.examples)}; received {split!r}.")
@@ -317,7 +321,8 @@ class BabiData:
             for j, sentence in enumerate(sentences):
                 story[i, j, : len(sentence)] = self.vocab.lookup(sentence)
                 time[i, j] = len(sentences) - j
-                support[i, j] = ids[j] in ex.supporting_facts
+                if ids[j] in ex.supporting_facts:
+                    support[i, j] = ex.supporting_facts.index(ids[j]) + 1
             query[i, : len(ex.query)] = self.vocab.lookup(ex.query)
             answer[i] = self.answer_vocab.token_id(ex.answer)
             task[i] = ex.task

@@ -35,6 +35,8 @@ DEFAULTS = {
         "bias_init": -3.0,
         "halting_learning_rate": 1e-4,
         "answer_loss": "visited",
+        "attention_supervision": 0.0,
+        "supervised_hops": 1,
         "halting_inputs": "distance",
         "attention_dropout": 0.1,
         "answer_dropout": 0.1,

@@ -74,6 +74,18 @@ class MEMOClassifier(keras.Model):
             no earlier hop is pushed to answer before it has read what the
             answer needs (the reward still comes from the halting hop). All
             three cost the same: all N hops are unrolled.
+        attention_supervision: float (default 0: none). With a `support`
+            input (`(b, I)` ints: 0 for an ordinary fact, `r` for the `r`-th
+            supporting fact, as `BabiData.arrays()["support"]`), adds this
+            weight times the mean over hops `t = 1..supervised_hops` of
+            `-log(attention on the t-th supporting fact)` (mean over heads),
+            over the questions that have a `t`-th supporting fact: the strong
+            supervision of Weston et al. (2015, memory networks), which tells
+            hop `t` which fact to read. A diagnostic: whether a task fails at
+            finding its facts or at using them. Without `support` it does
+            nothing.
+        supervised_hops: int, how many of the first hops `attention_supervision`
+            supervises (default 1: only the first read is shown).
         **memo_kwargs: arguments of `keras_relmem.MEMO` (`num_heads`,
             `key_size`, `max_hops`, `halting`, `bias_init`, ...).
 
@@ -118,6 +130,8 @@ class MEMOClassifier(keras.Model):
         ponder_cost=TRAINING_DEFAULTS["ponder_cost"],
         n_step=None,
         answer_loss="visited",
+        attention_supervision=0.0,
+        supervised_hops=1,
         seed=None,
         **memo_kwargs,
     ):
@@ -137,6 +151,10 @@ class MEMOClassifier(keras.Model):
         if answer_loss not in ANSWER_LOSSES:
             raise ValueError(f"answer_loss must be one of {ANSWER_LOSSES}, got {answer_loss!r}")
         self.answer_loss = answer_loss
+        if attention_supervision < 0:
+            raise ValueError(f"attention_supervision must be >= 0; got {attention_supervision!r}")
+        self.attention_supervision = float(attention_supervision)
+        self.supervised_hops = supervised_hops
         self.seed = seed
         self.memo_kwargs = dict(memo_kwargs)
         if vocab_size:
@@ -147,6 +165,9 @@ class MEMOClassifier(keras.Model):
             keras.layers.Embedding(max_time + 1, embedding_dim, name="time") if vocab_size and max_time else None
         )
         self.memo = MEMO(num_answers, seed=seed, name="memo", **memo_kwargs)
+        if not isinstance(supervised_hops, int) or not 1 <= supervised_hops <= self.memo.max_hops:
+            raise ValueError(f"supervised_hops must be an int in [1, max_hops={self.memo.max_hops}]; "
+                             f"got {supervised_hops!r}")
         self.sample_seed = keras.random.SeedGenerator(seed)
         self.loss_tracker = keras.metrics.Mean(name="loss")
         self.accuracy_tracker = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
@@ -279,7 +300,11 @@ class MEMOClassifier(keras.Model):
         """
         embedded, mask = self.embed_inputs(inputs)
         out = self.memo.unrolled(embedded, mask=mask, training=training)
-        out = {k: v for k, v in out.items() if k in ("answer_logits", "halt_logits", "values")}
+        out = {k: v for k, v in out.items() if k in ("answer_logits", "halt_logits", "values", "attention")}
+        if self.attention_supervision and "support" in inputs:
+            out["support"] = inputs["support"]
+        else:
+            del out["attention"]
         if self.memo.halting == "reinforce":
             out["halt_hop"] = sample_halting(ops.stop_gradient(out["halt_logits"]), seed=self.sample_seed)
         return out
@@ -325,7 +350,25 @@ class MEMOClassifier(keras.Model):
         else:
             task = ops.mean(per_hop_ce[:, -1])
             result.update(task=task, hops=ops.full((ops.shape(target)[0],), float(n_hops)), logits=logits[:, -1])
+        if "support" in out:
+            result["task"] = result["task"] + self.attention_supervision * self.supervision_loss(
+                out["attention"], out["support"])
         return result
+
+    def supervision_loss(self, attention, support):
+        """Mean over the supervised hops of `-log` the attention (mean over heads) on hop t's fact.
+
+        `attention (b, N, H, I)`; `support (b, I)`: `r` on the `r`-th supporting fact, else 0.
+        """
+        support = ops.cast(support, "int32")
+        read = ops.mean(ops.cast(attention, "float32"), axis=2)  # (b, N, I)
+        losses = []
+        for t in range(self.supervised_hops):
+            target = ops.cast(ops.equal(support, t + 1), "float32")  # (b, I)
+            has = ops.cast(ops.sum(target, axis=-1) > 0, "float32")
+            nll = -ops.log(ops.sum(read[:, t] * target, axis=-1) + 1e-6)
+            losses.append(ops.sum(nll * has) / ops.maximum(ops.sum(has), 1.0))
+        return ops.mean(ops.stack(losses))
 
     @contextlib.contextmanager
     def returning(self, outputs):
@@ -404,6 +447,8 @@ class MEMOClassifier(keras.Model):
             "ponder_cost": self.ponder_cost,
             "n_step": self.n_step,
             "answer_loss": self.answer_loss,
+            "attention_supervision": self.attention_supervision,
+            "supervised_hops": self.supervised_hops,
             "seed": self.seed,
             "name": self.name,
             **self.memo_kwargs,

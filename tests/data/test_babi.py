@@ -89,7 +89,18 @@ def test_window_keeps_most_recent_sentences_and_time_index():
         assert data.vocab.decode(story[j, : len(sentence)]) == list(sentence)
     assert list(arrays["time"][5]) == [4, 3, 2, 1][-len(kept):] + [0] * (4 - len(kept))
     ids = ex.sentence_ids[-4:]
-    assert list(arrays["support"][5][: len(ids)]) == [int(i in ex.supporting_facts) for i in ids]
+    assert list(arrays["support"][5][: len(ids)]) == [
+        ex.supporting_facts.index(i) + 1 if i in ex.supporting_facts else 0 for i in ids]
+
+
+def test_support_gives_each_supporting_fact_its_place_in_the_chain():
+    # qa16's first story (written by hand from the file): "What color is Greg?  green  9 6 7"
+    data = load_babi(16, "en")
+    ex = data.examples["train"][0]
+    assert ex.supporting_facts == (9, 6, 7)
+    support = data.arrays("train")["support"][0]
+    assert list(support[:9]) == [0, 0, 0, 0, 0, 2, 3, 0, 1]
+    assert data.vocab.decode(data.arrays("train")["story"][0, 8][:4]) == ["greg", "is", "a", "swan"]
 
 
 def test_default_windows():

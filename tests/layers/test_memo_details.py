@@ -253,6 +253,51 @@ def test_answer_loss_is_checked_and_round_trips():
     assert MEMOClassifier.from_config(MEMOClassifier(2, answer_loss="all").get_config()).answer_loss == "all"
 
 
+def test_attention_supervision_adds_the_nll_of_each_supervised_hops_fact():
+    """Strong supervision (Weston et al. 2015, memory networks, eq. 5's supporting-fact targets): hop t is
+    shown the t-th supporting fact; its loss is -log of the attention (mean over heads) there, averaged over
+    the questions that have a t-th fact, then over the supervised hops, times the weight."""
+    rng = np.random.default_rng(11)
+    model = MEMOClassifier(num_answers=3, answer_loss="last", attention_supervision=0.5, supervised_hops=2,
+                           max_hops=3)
+    attention = rng.dirichlet(np.ones(4), size=(3, 3, 2)).astype("float32")  # (b, N, H, I)
+    support = np.array([[0, 2, 0, 1], [1, 0, 0, 0], [0, 0, 1, 2]], "int32")  # question 1 has one fact
+    logits = rng.normal(size=(3, 3, 3)).astype("float32")
+    target = np.array([0, 2, 1])
+    out = {"answer_logits": logits, "halt_logits": rng.normal(size=(3, 3)).astype("float32"),
+           "values": rng.uniform(size=(3, 3)).astype("float32"), "halt_hop": np.array([1, 2, 3], "int32"),
+           "attention": attention, "support": support}
+    hop1 = np.mean([-np.log(attention[0, 0, :, 3].mean()), -np.log(attention[1, 0, :, 0].mean()),
+                    -np.log(attention[2, 0, :, 2].mean())])
+    hop2 = np.mean([-np.log(attention[0, 1, :, 1].mean()), -np.log(attention[2, 1, :, 3].mean())])
+    answer = np.mean([np_cross_entropy(logits[b, 2], target[b]) for b in range(3)])
+    assert_close(model.losses_from_outputs(out, target)["task"], answer + 0.5 * (hop1 + hop2) / 2, atol=1e-5)
+    unsupervised = {k: v for k, v in out.items() if k not in ("attention", "support")}
+    assert_close(model.losses_from_outputs(unsupervised, target)["task"], answer, atol=1e-5)
+
+
+def test_attention_supervision_reads_the_support_input_and_round_trips():
+    rng = np.random.default_rng(2)
+    x = {"facts": rng.integers(1, 9, size=(4, 5, 3)), "query": rng.integers(1, 9, size=(4, 2)),
+         "support": np.array([[0, 1, 0, 0, 0]] * 4, "int32")}
+    y = rng.integers(0, 2, size=(4,))
+    plain = MEMOClassifier(2, vocab_size=10, embedding_dim=8, key_size=4, max_hops=2)
+    plain(x)
+    assert "attention" not in plain.training_outputs(x)  # no weight: the support input is ignored
+    model = MEMOClassifier(2, vocab_size=10, embedding_dim=8, key_size=4, max_hops=2, attention_supervision=1.0)
+    model(x)
+    out = model.training_outputs(x)
+    assert tuple(out["attention"].shape) == (4, 2, 4, 5) and "support" in out
+    model.compile(keras.optimizers.Adam(1e-3))
+    model.fit(x, y, verbose=0)  # the support input goes through the standard fit
+    config = MEMOClassifier.from_config(model.get_config()).get_config()
+    assert (config["attention_supervision"], config["supervised_hops"]) == (1.0, 1)
+    with pytest.raises(ValueError, match="attention_supervision"):
+        MEMOClassifier(2, attention_supervision=-1.0)
+    with pytest.raises(ValueError, match="supervised_hops"):
+        MEMOClassifier(2, max_hops=2, supervised_hops=3)
+
+
 def np_entropy(logits):
     """Shannon entropy (nats) of softmax(logits): -sum_a p_a log p_a."""
     p = np_softmax(logits)
