@@ -18,6 +18,16 @@ Usage (one core per model, both side by side):
     KERAS_RELMEM_DATA=../shared/data python -m bench.ptb_lm --model rmc --threads 1 &
     KERAS_RELMEM_DATA=../shared/data python -m bench.ptb_lm --model lstm --threads 1 &
     python -m bench.ptb_lm --report      # table + picture from the JSON
+
+Zaremba et al.'s small LSTM (their recipe, 2 hours, into the fair comparison's file):
+    python -m bench.ptb_lm --model lstm --name lstm_zaremba_small --optimizer sgd \
+        --learning-rate 20 --lr-decay 0.5 --decay-after 4 --global-clipnorm 0.25 --clipnorm 0 \
+        --units 200 --num-layers 2 --init-scale 0.1 --untied --batch-size 20 --bptt 20 \
+        --batches-per-round 2323 --budget-minutes 120 --threads 1 \
+        --results bench/results/ptb_lm_fair.json --workdir runs/ptb_fair
+Their code's loss sums the cross-entropy over the 20 steps (mean over the
+batch); ours is the mean over every token, so their SGD rate 1 and gradient
+clip 5 are our rate 20 and clip 0.25 (the same updates exactly, for SGD).
 """
 
 import argparse
