@@ -112,9 +112,11 @@ def test_zaremba_lstm_stacks_layers_with_dropout_and_uniform_weights():
     assert all(c.cell.recurrent_dropout == 0 for c in cores)
     matrices = [model.get_layer("embedding").embeddings, model.get_layer("softmax").kernel]
     matrices += [w for c in cores for w in (c.cell.kernel, c.cell.recurrent_kernel)]
-    for w in matrices:
-        values = keras.ops.convert_to_numpy(w)
-        assert np.abs(values).max() <= 0.1 and values.std() > 0.05  # U(-0.1, 0.1): std 0.058
+    values = [keras.ops.convert_to_numpy(w).ravel() for w in matrices]
+    assert all(np.abs(v).max() <= 0.1 for v in values)
+    # U(-0.1, 0.1) has std 0.058, Keras' default U(-0.05, 0.05) 0.029: pooled, since one small matrix's
+    # sample std strays (a 3 x 6 embedding drew 0.0497)
+    assert np.concatenate(values).std() > 0.05
     # every weight draws its own values (one shared Keras initializer would repeat them)
     same_shape = [keras.ops.convert_to_numpy(w) for c in cores[1:] for w in (c.cell.kernel, c.cell.recurrent_kernel)]
     same_shape.append(keras.ops.convert_to_numpy(cores[0].cell.recurrent_kernel))
