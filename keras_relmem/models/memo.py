@@ -299,12 +299,10 @@ class MEMOClassifier(keras.Model):
         What `compute_loss` needs; `fit` gets it as the model's output.
         """
         embedded, mask = self.embed_inputs(inputs)
-        out = self.memo.unrolled(embedded, mask=mask, training=training)
-        out = {k: v for k, v in out.items() if k in ("answer_logits", "halt_logits", "values", "attention")}
+        unrolled = self.memo.unrolled(embedded, mask=mask, training=training)
+        out = {k: v for k, v in unrolled.items() if k in ("answer_logits", "halt_logits", "values")}
         if self.attention_supervision and "support" in inputs:
-            out["support"] = inputs["support"]
-        else:
-            del out["attention"]
+            out.update(attention=unrolled["attention"], support=inputs["support"])
         if self.memo.halting == "reinforce":
             out["halt_hop"] = sample_halting(ops.stop_gradient(out["halt_logits"]), seed=self.sample_seed)
         return out
