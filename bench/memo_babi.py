@@ -75,6 +75,9 @@ def parse_args(argv=None):
     parser.add_argument("--bag-init", action="store_true",
                         help="MEMO(bag_init=True): keys, values and query start as one projection of their summed "
                              "words, so facts sharing the query's words start with higher logits")
+    parser.add_argument("--per-hop-weights", action="store_true",
+                        help="MEMO(share_hop_weights=False): each hop its own W_q and W_h, so a hop can undo what "
+                             "the last one added to the query (task 16's chain)")
     parser.add_argument("--attention-supervision", type=float, default=0.0,
                         help="a diagnostic, not the paper's training: weight of a loss that shows hop t the t-th "
                              "supporting fact the data names (MEMOClassifier's attention_supervision; 0: none)")
@@ -142,7 +145,7 @@ def build(args, data):
         data.query_length, embedding_dim=args.embedding_dim, num_heads=args.num_heads,
         key_size=args.key_size, max_hops=args.max_hops,
         attention_dropout=args.dropout, answer_dropout=args.dropout, linear_start=args.linear_start_rounds > 0,
-        bag_init=args.bag_init, time_encoding=not args.no_time,
+        bag_init=args.bag_init, share_hop_weights=not args.per_hop_weights, time_encoding=not args.no_time,
         attention_supervision=args.attention_supervision, supervised_hops=args.supervised_hops,
         **halting_settings(args),
     )

@@ -212,11 +212,29 @@ def summary():
                  f"{nth['rmc']['accuracy']:.1f}% / {nth['lstm']['accuracy']:.1f}% "
                  f"({nth['rmc']['minutes']:.0f} min each)",
                  f"{nth_farthest.PAPER['rmc']:.0f}% / {nth_farthest.PAPER['lstm']:.0f}%", "", "nth_farthest.json"))
-    ptb = _load("ptb_lm.json")
-    rows.append(("RMC, PTB", "test perplexity, RMC / LSTM",
-                 f"{ptb['rmc']['perplexity']:.1f} / {ptb['lstm']['perplexity']:.1f} "
-                 f"({ptb['rmc']['minutes']:.0f} min each, untuned LSTM)",
-                 "", f"Zaremba et al.'s LSTM: {ptb_lm.REFERENCE}", "ptb_lm.json"))
+    small = _load("nth_farthest_4objects.json")
+    lstms = {name: run for name, run in small.items()  # the finished LSTMs asked the same question
+             if name.startswith("lstm") and run.get("complete") and small["args"][name].get("questions") == [0]}
+    best = max(lstms, key=lambda name: lstms[name]["accuracy"])
+    rmc = small["rmc_farthest"]
+    rows.append(("RMC, Nth Farthest, 4 objects of 4 features, farthest only", "accuracy, RMC / best LSTM",
+                 f"{rmc['accuracy']:.1f}% / {lstms[best]['accuracy']:.1f}% ({rmc['minutes']:.0f} / "
+                 f"{lstms[best]['minutes']:.0f} training min; best of {len(lstms)} finished LSTM "
+                 f"setting{'s' * (len(lstms) > 1)})",
+                 "", "", "nth_farthest_4objects.json"))
+    fair = _load("ptb_lm_fair.json")
+    rmc, lstm = fair["rmc"], fair["lstm_zaremba_small"]
+
+    def perplexity(run):
+        if run.get("complete"):
+            return f"{run['perplexity']:.1f}"
+        return f"(unfinished: validation {run['val_perplexity']:.1f} after {run['minutes']:.0f} min)"
+
+    sizes = " / ".join(f"{run['parameters'] / 1e6:.1f} M" if "parameters" in run else "?" for run in (rmc, lstm))
+    rows.append(("RMC, PTB, each model its own recipe", "test perplexity, RMC / Zaremba et al.'s small LSTM",
+                 f"{perplexity(rmc)} / {perplexity(lstm)} ({rmc['minutes']:.0f} / {lstm['minutes']:.0f} training "
+                 f"min; {sizes} parameters)",
+                 "", f"Zaremba et al.'s small LSTM: {ptb_lm.REFERENCE}", "ptb_lm_fair.json"))
     speed = _load("lm_speed.json")
     machine = max(speed["matmul_gflops"].values())
     by_model = {(r["backend"], r["mode"], r["model"]): r for r in speed["rows"].values()}

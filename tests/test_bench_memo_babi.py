@@ -141,6 +141,12 @@ def test_bag_init_reaches_memo(data):
     assert not memo_babi.build(memo_babi.parse_args(SMALL), data).memo.bag_init
 
 
+def test_per_hop_weights_reach_memo(data):
+    model = memo_babi.build(memo_babi.parse_args([*SMALL, "--per-hop-weights"]), data)
+    assert not model.memo.share_hop_weights and len(model.memo.hop_projections) == model.memo.max_hops
+    assert memo_babi.build(memo_babi.parse_args(SMALL), data).memo.share_hop_weights
+
+
 def test_no_time_builds_memo_without_the_time_item(data):
     timed = memo_babi.build(memo_babi.parse_args(SMALL), data)
     model = memo_babi.build(memo_babi.parse_args([*SMALL, "--no-time", "--embedding-stddev", "1"]), data)

@@ -21,6 +21,16 @@ LOGIT_MIXING = ("heads", "facts")
 _NEG_INF = -1e9
 
 
+def _identities(size):
+    """An initializer of identity matrices `size x size`, one per leading index of the shape."""
+
+    def initializer(shape, dtype=None):
+        eye = ops.eye(size, dtype=dtype)
+        return ops.broadcast_to(eye, tuple(shape))
+
+    return initializer
+
+
 def _facts_count(facts):
     """I, static when known; dynamic when a traced function relaxed it (memories of several sizes)."""
     return facts.shape[1] if facts.shape[1] is not None else ops.shape(facts)[1]
@@ -114,6 +124,16 @@ class MEMO(keras.layers.Layer):
             such preference, and the attention has to be learnt from
             gradients that vanish with it. Every weight stays trainable and
             item positions can still be told apart after training.
+        share_hop_weights: bool (default True, the paper's: one `W_q` and
+            one `W_h` for every hop). False gives hop `t` its own `W_q^t` and
+            `W_h^t`, so each hop can read its query differently: a chain
+            whose next fact shares the last one's object but not its subject
+            (bAbI task 16: greg is a swan -> lily is a swan -> lily is white)
+            needs the subject added at hop 1, subtracted at hop 2 and the new
+            one added at hop 3, which one linear `W_q` shared by the hops
+            cannot do. End-to-end memory networks give each hop its own
+            embeddings for the same reason (Sukhbaatar et al. 2015, §2.2,
+            adjacent tying). Costs `max_hops` times the parameters of both.
         kernel_initializer: initializer of the projections (default glorot).
         seed: optional int seed for dropout.
         **kwargs: standard layer arguments.
@@ -162,6 +182,7 @@ class MEMO(keras.layers.Layer):
         halting_inputs="distance",
         linear_start=False,
         bag_init=False,
+        share_hop_weights=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -182,6 +203,7 @@ class MEMO(keras.layers.Layer):
         self.halting_inputs = halting_inputs
         self.linear_start = bool(linear_start)
         self.bag_init = bool(bag_init)
+        self.share_hop_weights = bool(share_hop_weights)
         self.num_answers = num_answers
         self.key_size = key_size
         self.num_heads = num_heads
@@ -207,7 +229,10 @@ class MEMO(keras.layers.Layer):
         self.key_projection = dense(size, "keys", use_bias=False)
         self.value_projection = dense(size, "values", use_bias=False)
         self.query_projection = dense(size, "query0", use_bias=False)
-        self.hop_projection = dense(size, "W_q")
+        if self.share_hop_weights:
+            self.hop_projection = dense(size, "W_q")
+        else:  # a Dense per hop: each draws its own initial kernel
+            self.hop_projections = [dense(size, f"W_q_hop{t + 1}") for t in range(max_hops)]
         self.norm = keras.layers.LayerNormalization(dtype=self.dtype_policy, name="query_norm")
         self.answer_hidden = dense(answer_units, "W_qa", activation="relu")
         self.answer_output = dense(num_answers, "W_a")
@@ -240,23 +265,18 @@ class MEMO(keras.layers.Layer):
                     "logit_mixing='facts' (the paper's I x I W_h) needs a fixed number of facts; "
                     f"received facts of shape {facts_shape}. Use logit_mixing='heads' for memories of any size."
                 )
-            self.mixing = self.add_weight(
-                shape=(self.num_facts, self.num_facts),
-                initializer=lambda shape, dtype=None: ops.eye(shape[0], dtype=dtype),
-                name="W_h",
-            )
+            mixing_shape = (self.num_facts, self.num_facts)
         else:
-            self.mixing = self.add_weight(
-                shape=(self.num_heads, self.key_size, self.key_size),
-                initializer=lambda shape, dtype=None: ops.tile(
-                    ops.expand_dims(ops.eye(self.key_size, dtype=dtype), 0), (self.num_heads, 1, 1)
-                ),
-                name="W_h",
-            )
+            mixing_shape = (self.num_heads, self.key_size, self.key_size)
+        hops = () if self.share_hop_weights else (self.max_hops,)
+        self.mixing = self.add_weight(
+            shape=hops + mixing_shape, initializer=_identities(mixing_shape[-1]), name="W_h"
+        )
         if self.linear_start:
             self.linear_phase = self.add_weight(shape=(), initializer="ones", trainable=False,
                                                 name="linear_phase")
-        self.hop_projection.build((None, size))
+        for projection in self._hop_projections():
+            projection.build((None, size))
         self.norm.build((None, size))
         self.answer_hidden.build((None, size))
         self.answer_output.build((None, self.answer_units))
@@ -280,7 +300,8 @@ class MEMO(keras.layers.Layer):
         for projection in (self.key_projection, self.value_projection, self.query_projection):
             items = projection.kernel.shape[0] // fact_item
             projection.kernel.assign(ops.cast(ops.tile(bag, (items, 1)), projection.kernel.dtype))
-        self.hop_projection.kernel.assign(ops.eye(size, dtype=self.hop_projection.kernel.dtype))
+        for projection in self._hop_projections():
+            projection.kernel.assign(ops.eye(size, dtype=projection.kernel.dtype))
 
     # -- pieces -------------------------------------------------------------
     def memory(self, facts, query):
@@ -303,18 +324,27 @@ class MEMO(keras.layers.Layer):
         query0 = self.query_projection(ops.reshape(query, (batch, -1)))
         return keys, values, query0
 
-    def hop(self, keys, values, query, mask=None, training=False):
-        """One hop: returns `(new_query, attention (batch, H, I), answer_logits)`."""
+    def _hop_projections(self):
+        return [self.hop_projection] if self.share_hop_weights else self.hop_projections
+
+    def _hop_weight(self, weight, t):
+        """`weight` itself when the hops share it, else hop `t`'s slice (t may be a traced int)."""
+        return weight if self.share_hop_weights else ops.take(weight, t, axis=0)
+
+    def hop(self, keys, values, query, mask=None, training=False, t=0):
+        """Hop `t` (0-based; it picks the weights with `share_hop_weights=False`):
+        returns `(new_query, attention (batch, H, I), answer_logits)`."""
         batch = ops.shape(query)[0]
+        mixing = self._hop_weight(self.mixing, t)
         q = ops.reshape(query, (batch, self.num_heads, 1, self.key_size))
         if self.logit_mixing == "facts":
             logits = ops.matmul(q, ops.transpose(keys, (0, 1, 3, 2)))[:, :, 0, :]  # (b, H, I)
             logits = ops.cast(logits, "float32") / (self.key_size**0.5)
             if mask is not None:  # padded facts must not leak into the valid ones' logits
                 logits = ops.where(ops.expand_dims(mask, 1), logits, 0.0)
-            logits = ops.matmul(logits, ops.transpose(ops.cast(self.mixing, "float32")))
+            logits = ops.matmul(logits, ops.transpose(ops.cast(mixing, "float32")))
         else:
-            mixing = ops.transpose(ops.cast(self.mixing, q.dtype), (0, 2, 1))
+            mixing = ops.transpose(ops.cast(mixing, q.dtype), (0, 2, 1))
             mixed = ops.matmul(q, mixing)  # (b, H, 1, d): (W_h q_h)^T
             logits = ops.matmul(mixed, ops.transpose(keys, (0, 1, 3, 2)))[:, :, 0, :]
             logits = ops.cast(logits, "float32") / (self.key_size**0.5)
@@ -332,7 +362,13 @@ class MEMO(keras.layers.Layer):
             weights = keras.random.dropout(weights, self.attention_dropout, seed=self.seed_generator)
         read = ops.matmul(ops.expand_dims(weights, 2), values)[:, :, 0, :]  # (b, H, d)
         read = ops.reshape(read, (batch, self.num_heads * self.key_size))
-        new_query = self.norm(self.hop_projection(read) + query)
+        if self.share_hop_weights:
+            projected = self.hop_projection(read)
+        else:  # t may be traced (the adaptive loop), so pick the kernel by index rather than the layer
+            kernel = ops.take(ops.stack([p.kernel.value for p in self.hop_projections]), t, axis=0)
+            bias = ops.take(ops.stack([p.bias.value for p in self.hop_projections]), t, axis=0)
+            projected = ops.matmul(read, ops.cast(kernel, read.dtype)) + ops.cast(bias, read.dtype)
+        new_query = self.norm(projected + query)
         hidden = self.answer_hidden(new_query)
         if training and self.answer_dropout > 0:
             hidden = keras.random.dropout(hidden, self.answer_dropout, seed=self.seed_generator)
@@ -380,7 +416,7 @@ class MEMO(keras.layers.Layer):
         state = self.policy.initial_state(batch) if self.policy is not None else None
         answers, attentions, distances, halts, baselines = [], [], [], [], []
         for t in range(self.max_hops):
-            q, attention, answer = self.hop(keys, values, q, mask, training)
+            q, attention, answer = self.hop(keys, values, q, mask, training, t)
             answers.append(answer)
             attentions.append(attention)
             distance = self.hop_distance(attention, previous)
@@ -410,8 +446,8 @@ class MEMO(keras.layers.Layer):
         previous0 = self.uniform_attention(batch, facts_count, mask)
         if self.policy is None:
             q = q0
-            for _ in range(self.max_hops):
-                q, _, logits = self.hop(keys, values, q, mask, training)
+            for t in range(self.max_hops):
+                q, _, logits = self.hop(keys, values, q, mask, training, t)
             return logits, ops.full((batch,), self.max_hops, dtype="int32")
 
         state0 = self.policy.initial_state(batch)
@@ -424,7 +460,7 @@ class MEMO(keras.layers.Layer):
             return ops.logical_and(t < self.max_hops, ops.logical_not(ops.all(halted)))
 
         def body(t, q, previous, state, final, halted, hops, mass):
-            q, attention, logits = self.hop(keys, values, q, mask, training)
+            q, attention, logits = self.hop(keys, values, q, mask, training, t)
             features = self.halting_features(self.hop_distance(attention, previous), logits)
             halt_logit, _, state = self.policy(features, hop=t, state=state)
             p_halt = ops.sigmoid(ops.cast(halt_logit, "float32"))
@@ -476,6 +512,7 @@ class MEMO(keras.layers.Layer):
                 "halting_inputs": self.halting_inputs,
                 "linear_start": self.linear_start,
                 "bag_init": self.bag_init,
+                "share_hop_weights": self.share_hop_weights,
                 "halting_gru_units": self.halting_gru_units,
                 "halting_mlp_units": self.halting_mlp_units,
                 "bias_init": self.bias_init,

@@ -42,6 +42,7 @@ DEFAULTS = {
         "answer_dropout": 0.1,
         "linear_start": False,
         "bag_init": False,
+        "share_hop_weights": True,
         "time_encoding": True,
     },
 }

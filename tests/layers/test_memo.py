@@ -40,13 +40,13 @@ def make_memo(**kwargs):
     return memo
 
 
-def np_hop(w, facts, query, mask, linear=False):
+def np_hop(w, facts, query, mask, linear=False, state=None):
     """One MEMO hop from Banino et al. 2020, §2.2 (eqs. 5-10, with our per-head bilinear W_h), in NumPy:
     returns the initial query, each head's softmax attention, the new query and the answer logits.
     `linear`: the reads weight the values by the masked scores themselves, no softmax (Sukhbaatar et al.
-    2015, §4.2, linear start)."""
+    2015, §4.2, linear start). `state`: the query after the last hop (default: hop 1's, from `query`)."""
     flat = facts.reshape(B, I, S * DC)
-    q0 = query.reshape(B, -1) @ w["query0/kernel"]
+    q0 = query.reshape(B, -1) @ w["query0/kernel"] if state is None else state
     reads, attention = [], []
     for h in range(H):
         k = flat @ w["keys/kernel"][:, h * D : (h + 1) * D]  # (B, I, D)
@@ -117,6 +117,38 @@ def test_bag_init_starts_keys_values_and_query_as_one_projection_of_the_summed_i
     assert config.bag_init
     with pytest.raises(ValueError, match="bag_init=True needs"):
         make_memo(halting=None, bag_init=True, key_size=1)  # H d = 2 < d_c = 4
+
+
+def test_per_hop_weights_give_each_hop_its_own_w_q_and_w_h():
+    # share_hop_weights=False: hop t reads with W_h^t and updates the query with W_q^t (eqs. 5-10 with
+    # each hop's own matrices, as end-to-end memory networks give each hop its own embeddings,
+    # Sukhbaatar et al. 2015, §2.2). NumPy runs the three hops, each with its own slice.
+    memo = make_memo(halting=None, share_hop_weights=False)
+    randomize_weights(memo, seed=4)
+    w = weights_by_name(memo)
+    assert w["W_h"].shape == (3, H, D, D) and "W_q/kernel" not in w
+    facts, query = inputs()
+    state, expected = None, []
+    for t in range(3):
+        hop_w = dict(w, W_h=w["W_h"][t], **{"W_q/kernel": w[f"W_q_hop{t + 1}/kernel"],
+                                            "W_q/bias": w[f"W_q_hop{t + 1}/bias"]})
+        _, attention, state, answer = np_hop(hop_w, facts, query, MASK, state=state)
+        expected.append((attention, answer))
+    out = memo.unrolled([facts, query], mask=MASK)
+    for t, (attention, answer) in enumerate(expected):
+        assert_close(out["attention"][:, t], attention, atol=1e-4)
+        assert_close(out["answer_logits"][:, t], answer, atol=1e-4)
+    logits, _ = memo([facts, query], mask=MASK)  # the adaptive loop picks the weights by a traced hop index
+    assert_close(logits, expected[-1][1], atol=1e-4)
+    # the hops really differ: hop 2 with hop 1's matrices gives another answer
+    shared_w = dict(w, W_h=w["W_h"][0], **{"W_q/kernel": w["W_q_hop1/kernel"], "W_q/bias": w["W_q_hop1/bias"]})
+    first = np_hop(shared_w, facts, query, MASK)[2]
+    assert not np.allclose(np_hop(shared_w, facts, query, MASK, state=first)[3], expected[1][1], atol=1e-2)
+    assert not MEMO.from_config(memo.get_config()).share_hop_weights
+    bagged = weights_by_name(make_memo(halting=None, share_hop_weights=False, bag_init=True, seed=3))
+    for t in range(3):
+        assert_close(bagged[f"W_q_hop{t + 1}/kernel"], np.eye(H * D), atol=1e-6)
+        assert_close(bagged["W_h"][t], np.broadcast_to(np.eye(D), (H, D, D)), atol=0)
 
 
 def test_bhattacharyya_distance_matches_numpy():
