@@ -59,6 +59,7 @@ def train_within_budget(
     on_resume=None,
     on_round=None,
     before_round=None,
+    keep_best=None,
 ):
     """Train in rounds until `budget_minutes` of training time are spent.
 
@@ -77,6 +78,10 @@ def train_within_budget(
         before_round: optional `(model, minutes) -> None` called before each
             round with the training minutes spent so far (e.g. to anneal the
             learning rate on the budget's clock).
+        keep_best: optional `(metric, "min" | "max")`: after each round
+            whose `metric` is the best of the curve so far, its weights are
+            saved as `best.weights.h5` (early stopping's model; read them
+            back with `kept_best`).
 
     Returns:
         The curve: a list of dicts with `round`, `minutes` (cumulative
@@ -106,10 +111,36 @@ def train_within_budget(
         _atomic_save(model, model_path)
         curve.append(entry)
         write_json(curve_path, curve)
+        if keep_best and _is_best(curve, *keep_best):
+            tmp = workdir / f"tmp_{BEST_WEIGHTS}"
+            model.save_weights(tmp)
+            os.replace(tmp, workdir / BEST_WEIGHTS)
+            write_json(workdir / "best.json", {"round": index, keep_best[0]: entry[keep_best[0]]})
         print(describe(entry) if describe else json.dumps(entry), flush=True)
         if on_round:
             on_round(curve)
     return curve, model
+
+
+BEST_WEIGHTS = "best.weights.h5"
+
+
+def _is_best(curve, metric, mode):
+    values = [entry[metric] for entry in curve]
+    return curve[-1][metric] == (min(values) if mode == "min" else max(values))
+
+
+def kept_best(workdir, curve, metric, mode):
+    """The curve entry whose weights `train_within_budget(keep_best=(metric, mode))` kept in `workdir`, or
+    None when the curve's best round has none (e.g. a run that started keeping after its best round)."""
+    path = pathlib.Path(workdir) / "best.json"
+    if not path.exists() or not (pathlib.Path(workdir) / BEST_WEIGHTS).exists():
+        return None
+    kept = json.loads(path.read_text())["round"]
+    values = [entry[metric] for entry in curve]
+    best = min(values) if mode == "min" else max(values)
+    entry = next((e for e in curve if e["round"] == kept), None)
+    return entry if entry is not None and entry[metric] == best else None
 
 
 def record_unfinished(path, key, summary, arguments, budget_minutes):

@@ -78,6 +78,9 @@ def parse_args(argv=None):
     parser.add_argument("--per-hop-weights", action="store_true",
                         help="MEMO(share_hop_weights=False): each hop its own W_q and W_h, so a hop can undo what "
                              "the last one added to the query (task 16's chain)")
+    parser.add_argument("--logit-scale", type=float, default=None,
+                        help="MEMO(logit_scale=S): attention logits are the cosine of key and query times a learned "
+                             "scale per head starting at S, so the softmax can neither saturate nor start flat")
     parser.add_argument("--attention-supervision", type=float, default=0.0,
                         help="a diagnostic, not the paper's training: weight of a loss that shows hop t the t-th "
                              "supporting fact the data names (MEMOClassifier's attention_supervision; 0: none)")
@@ -117,6 +120,8 @@ def parse_args(argv=None):
     for flag in ("dropout", "time_noise"):
         if not 0 <= getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')} must be in [0, 1); got {getattr(args, flag)}")
+    if args.logit_scale is not None and args.logit_scale <= 0:
+        parser.error(f"--logit-scale must be > 0; got {args.logit_scale}")
     if args.attention_supervision < 0:
         parser.error(f"--attention-supervision must be >= 0; got {args.attention_supervision}")
     if not 1 <= args.supervised_hops <= args.max_hops:
@@ -145,7 +150,8 @@ def build(args, data):
         data.query_length, embedding_dim=args.embedding_dim, num_heads=args.num_heads,
         key_size=args.key_size, max_hops=args.max_hops,
         attention_dropout=args.dropout, answer_dropout=args.dropout, linear_start=args.linear_start_rounds > 0,
-        bag_init=args.bag_init, share_hop_weights=not args.per_hop_weights, time_encoding=not args.no_time,
+        bag_init=args.bag_init, share_hop_weights=not args.per_hop_weights,
+        logit_scale=args.logit_scale, time_encoding=not args.no_time,
         attention_supervision=args.attention_supervision, supervised_hops=args.supervised_hops,
         **halting_settings(args),
     )

@@ -36,7 +36,14 @@ import os
 import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from bench.budget import draw_model_curves, record_unfinished, run_names, train_within_budget  # noqa: E402
+from bench.budget import (  # noqa: E402
+    BEST_WEIGHTS,
+    draw_model_curves,
+    kept_best,
+    record_unfinished,
+    run_names,
+    train_within_budget,
+)
 from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
 from bench.results import RESULTS_DIR, merge_result, read_results  # noqa: E402
 
@@ -62,6 +69,9 @@ def parse_args(argv=None):
     parser.add_argument("--lr-decay", type=float, default=1.0,
                         help="multiply the rate by this at the start of every epoch after --decay-after")
     parser.add_argument("--decay-after", type=int, default=0, help="epochs at the full rate")
+    parser.add_argument("--keep-best", action="store_true",
+                        help="keep the weights of the round with the best validation perplexity and report their "
+                             "test perplexity too (early stopping), beside the budget's last round's")
     group = parser.add_argument_group("LSTM hyper-parameters (default: build_language_model's)")
     group.add_argument("--units", type=int, default=None)
     group.add_argument("--num-layers", type=int, default=None)
@@ -167,6 +177,7 @@ def run(args):
         ),
         on_resume=language_model.reset_memory,
         on_round=record_unfinished(args.results, name, summary, arguments, args.budget_minutes),
+        keep_best=("val_perplexity", "min") if args.keep_best else None,
     )
     result = {
         "complete": True,
@@ -174,19 +185,29 @@ def run(args):
         "parameters": int(model.count_params()),
         **summary(curve),
     }
+    best = kept_best(pathlib.Path(args.workdir) / name, curve, "val_perplexity", "min") if args.keep_best else None
+    if best is not None:
+        model.load_weights(pathlib.Path(args.workdir) / name / BEST_WEIGHTS)
+        result.update({"best_round": best["round"], "best_minutes": best["minutes"],
+                       "best_val_perplexity": best["val_perplexity"], "best_perplexity": _perplexity(model, test)})
     merge_result(args.results, name, result, arguments)
     print(f"{name}: test perplexity {result['perplexity']:.1f} after {result['minutes']:.1f} "
-          f"training minutes ({result['epochs']:.2f} epochs)")
+          f"training minutes ({result['epochs']:.2f} epochs)"
+          + (f"; {result['best_perplexity']:.1f} with the weights of its best validation round "
+             f"({best['minutes']:.1f} min)" if best is not None else ""))
 
 
 def markdown(results):
     """Test and validation perplexity of each model after its budget, and the reference."""
-    lines = ["| model | test ppl | valid ppl | training minutes | epochs | tokens | parameters |", "|" + "---|" * 7]
+    lines = ["| model | test ppl | valid ppl | training minutes | epochs | tokens | parameters "
+             "| test ppl of the best valid round (its valid ppl, minute) |", "|" + "---|" * 8]
     for name in run_names(results):
         r = results[name]
         test = f"{r['perplexity']:.1f}" if r.get("complete") else "(unfinished)"
+        best = (f"{r['best_perplexity']:.1f} ({r['best_val_perplexity']:.1f}, {r['best_minutes']:.1f})"
+                if "best_perplexity" in r else "")
         lines.append(f"| {name.upper()} | {test} | {r['val_perplexity']:.1f} | {r['minutes']:.1f} | "
-                     f"{r['epochs']:.2f} | {r['tokens']:,d} | {r.get('parameters', '')} |")
+                     f"{r['epochs']:.2f} | {r['tokens']:,d} | {r.get('parameters', '')} | {best} |")
     lines += ["", f"Reference: Zaremba et al. 2014, non-regularized LSTM, test perplexity {REFERENCE}."]
     return "\n".join(lines)
 

@@ -145,6 +145,7 @@ def test_per_hop_weights_reach_memo(data):
     model = memo_babi.build(memo_babi.parse_args([*SMALL, "--per-hop-weights"]), data)
     assert not model.memo.share_hop_weights and len(model.memo.hop_projections) == model.memo.max_hops
     assert memo_babi.build(memo_babi.parse_args(SMALL), data).memo.share_hop_weights
+    assert memo_babi.build(memo_babi.parse_args([*SMALL, "--logit-scale", "3"]), data).memo.logit_scale == 3.0
 
 
 def test_no_time_builds_memo_without_the_time_item(data):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from bench import ptb_lm
+from bench import budget, ptb_lm
 from keras_relmem.data import lm as lm_data
 
 
@@ -27,11 +27,27 @@ def test_a_named_lstm_recipe_runs_and_lands_under_its_name(tmp_path):
             "--batch-size", "20", "--bptt", "20",
             "--units", "8", "--num-layers", "2", "--init-scale", "0.1", "--untied", "--budget-minutes", "0.01",
             "--batches-per-round", "2", "--workdir", str(tmp_path / "runs"),
-            "--results", str(results)]
+            "--results", str(results), "--keep-best"]
     ptb_lm.main(argv)
     run = json.loads(results.read_text())["lstm_sgd"]
+    # early stopping's model: the weights of the round with the lowest validation perplexity, tested
+    best = min(run["curve"], key=lambda e: e["val_perplexity"])
+    assert run["best_val_perplexity"] == best["val_perplexity"] and run["best_minutes"] == best["minutes"]
+    assert 1 < run["best_perplexity"] < 20_000
     assert json.loads(results.read_text())["args"]["lstm_sgd"]["global_clipnorm"] == 5.0
     assert run["complete"] and run["curve"] and 1 < run["perplexity"] < 20_000
     assert "| LSTM_SGD |" in ptb_lm.markdown(json.loads(results.read_text()))
     with pytest.raises(SystemExit, match="LSTM settings"):
         ptb_lm.main(["--model", "rmc", "--units", "8", "--results", str(results)])
+
+
+def test_kept_best_is_the_curves_best_round_or_nothing(tmp_path):
+    curve = [{"round": 0, "v": 5.0}, {"round": 1, "v": 3.0}, {"round": 2, "v": 4.0}]
+    assert budget.kept_best(tmp_path, curve, "v", "min") is None  # nothing kept
+    (tmp_path / budget.BEST_WEIGHTS).write_bytes(b"")
+    (tmp_path / "best.json").write_text(json.dumps({"round": 1, "v": 3.0}))
+    assert budget.kept_best(tmp_path, curve, "v", "min")["round"] == 1
+    assert budget.kept_best(tmp_path, curve, "v", "max") is None  # round 0 is the best by "max"
+    # a run that began keeping after its best round: the kept round is not the curve's best
+    (tmp_path / "best.json").write_text(json.dumps({"round": 2, "v": 4.0}))
+    assert budget.kept_best(tmp_path, curve, "v", "min") is None

@@ -31,6 +31,11 @@ def _identities(size):
     return initializer
 
 
+def _unit(x):
+    """`x` scaled to unit length along its last axis (0 stays 0)."""
+    return x * ops.rsqrt(ops.maximum(ops.sum(ops.square(x), axis=-1, keepdims=True), 1e-12))
+
+
 def _facts_count(facts):
     """I, static when known; dynamic when a traced function relaxed it (memories of several sizes)."""
     return facts.shape[1] if facts.shape[1] is not None else ops.shape(facts)[1]
@@ -134,6 +139,14 @@ class MEMO(keras.layers.Layer):
             cannot do. End-to-end memory networks give each hop its own
             embeddings for the same reason (Sukhbaatar et al. 2015, §2.2,
             adjacent tying). Costs `max_hops` times the parameters of both.
+        logit_scale: None (default, the paper's `k^T W_h q / sqrt(d)`) or a
+            float `s`: the logits become the cosine of `k` and `W_h q` times a
+            learned scale per head that starts at `s` (query-key
+            normalisation, Henry et al. 2020), so they stay within `+-scale`.
+            With large embeddings the plain dot products saturate the softmax
+            on one fact (its gradient then near 0); with small ones they
+            start near 0, where the bilinear form's gradients vanish. The
+            cosine fixes the logits' range whatever the embeddings' size.
         kernel_initializer: initializer of the projections (default glorot).
         seed: optional int seed for dropout.
         **kwargs: standard layer arguments.
@@ -183,6 +196,7 @@ class MEMO(keras.layers.Layer):
         linear_start=False,
         bag_init=False,
         share_hop_weights=True,
+        logit_scale=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -204,6 +218,9 @@ class MEMO(keras.layers.Layer):
         self.linear_start = bool(linear_start)
         self.bag_init = bool(bag_init)
         self.share_hop_weights = bool(share_hop_weights)
+        if logit_scale is not None and not logit_scale > 0:
+            raise ValueError(f"logit_scale must be None or > 0; received logit_scale={logit_scale!r}.")
+        self.logit_scale = None if logit_scale is None else float(logit_scale)
         self.num_answers = num_answers
         self.key_size = key_size
         self.num_heads = num_heads
@@ -272,6 +289,9 @@ class MEMO(keras.layers.Layer):
         self.mixing = self.add_weight(
             shape=hops + mixing_shape, initializer=_identities(mixing_shape[-1]), name="W_h"
         )
+        if self.logit_scale is not None:
+            self.scale = self.add_weight(shape=(self.num_heads,),
+                                         initializer=keras.initializers.Constant(self.logit_scale), name="logit_scale")
         if self.linear_start:
             self.linear_phase = self.add_weight(shape=(), initializer="ones", trainable=False,
                                                 name="linear_phase")
@@ -331,6 +351,16 @@ class MEMO(keras.layers.Layer):
         """`weight` itself when the hops share it, else hop `t`'s slice (t may be a traced int)."""
         return weight if self.share_hop_weights else ops.take(weight, t, axis=0)
 
+    def _dot_logits(self, q, keys):
+        """`q (b, H, 1, d)` against `keys (b, H, I, d)`: `q.k / sqrt(d)`, or with `logit_scale` the cosine
+        times the head's learned scale. Returns float32 `(b, H, I)`."""
+        if self.logit_scale is not None:
+            q, keys = _unit(q), _unit(keys)
+        logits = ops.cast(ops.matmul(q, ops.transpose(keys, (0, 1, 3, 2)))[:, :, 0, :], "float32")
+        if self.logit_scale is None:
+            return logits / (self.key_size**0.5)
+        return logits * ops.reshape(ops.cast(self.scale, "float32"), (1, self.num_heads, 1))
+
     def hop(self, keys, values, query, mask=None, training=False, t=0):
         """Hop `t` (0-based; it picks the weights with `share_hop_weights=False`):
         returns `(new_query, attention (batch, H, I), answer_logits)`."""
@@ -338,16 +368,14 @@ class MEMO(keras.layers.Layer):
         mixing = self._hop_weight(self.mixing, t)
         q = ops.reshape(query, (batch, self.num_heads, 1, self.key_size))
         if self.logit_mixing == "facts":
-            logits = ops.matmul(q, ops.transpose(keys, (0, 1, 3, 2)))[:, :, 0, :]  # (b, H, I)
-            logits = ops.cast(logits, "float32") / (self.key_size**0.5)
+            logits = self._dot_logits(q, keys)  # (b, H, I)
             if mask is not None:  # padded facts must not leak into the valid ones' logits
                 logits = ops.where(ops.expand_dims(mask, 1), logits, 0.0)
             logits = ops.matmul(logits, ops.transpose(ops.cast(mixing, "float32")))
         else:
             mixing = ops.transpose(ops.cast(mixing, q.dtype), (0, 2, 1))
             mixed = ops.matmul(q, mixing)  # (b, H, 1, d): (W_h q_h)^T
-            logits = ops.matmul(mixed, ops.transpose(keys, (0, 1, 3, 2)))[:, :, 0, :]
-            logits = ops.cast(logits, "float32") / (self.key_size**0.5)
+            logits = self._dot_logits(mixed, keys)
         scores = logits
         if mask is not None:
             logits = ops.where(ops.expand_dims(mask, 1), logits, _NEG_INF)
@@ -513,6 +541,7 @@ class MEMO(keras.layers.Layer):
                 "linear_start": self.linear_start,
                 "bag_init": self.bag_init,
                 "share_hop_weights": self.share_hop_weights,
+                "logit_scale": self.logit_scale,
                 "halting_gru_units": self.halting_gru_units,
                 "halting_mlp_units": self.halting_mlp_units,
                 "bias_init": self.bias_init,

@@ -43,6 +43,7 @@ DEFAULTS = {
         "linear_start": False,
         "bag_init": False,
         "share_hop_weights": True,
+        "logit_scale": None,
         "time_encoding": True,
     },
 }

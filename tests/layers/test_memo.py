@@ -151,6 +151,30 @@ def test_per_hop_weights_give_each_hop_its_own_w_q_and_w_h():
         assert_close(bagged["W_h"][t], np.broadcast_to(np.eye(D), (H, D, D)), atol=0)
 
 
+def test_logit_scale_takes_the_cosine_of_key_and_query_times_a_learned_scale():
+    # Query-key normalisation (Henry et al. 2020, eq. 2): logits = g * cos(k, W_h q), with g one learned
+    # scale per head, in place of eq. 6's k^T W_h q / sqrt(d).
+    memo = make_memo(halting=None, logit_scale=2.0)
+    randomize_weights(memo, seed=5)
+    w = weights_by_name(memo)
+    assert w["logit_scale"].shape == (H,)
+    facts, query = inputs()
+    flat = facts.reshape(B, I, S * DC)
+    q0 = query.reshape(B, -1) @ w["query0/kernel"]
+    for h in range(H):
+        k = flat @ w["keys/kernel"][:, h * D : (h + 1) * D]
+        q = q0[:, h * D : (h + 1) * D] @ w["W_h"][h].T  # (W_h q)^T, as eq. 6's k^T W_h q
+        cosine = np.einsum("bid,bd->bi", k, q) / np.linalg.norm(k, axis=-1) / np.linalg.norm(q, axis=-1)[:, None]
+        expected = np_softmax(np.where(MASK, w["logit_scale"][h] * cosine, -1e9))
+        _, attention, _ = memo.hop(*memo.memory(facts, query), mask=MASK)
+        assert_close(attention[:, h], expected, atol=1e-5)
+    assert MEMO.from_config(memo.get_config()).logit_scale == 2.0
+    assert "logit_scale" in [v.name for v in memo.trainable_weights]
+    assert not hasattr(make_memo(halting=None), "scale")
+    with pytest.raises(ValueError, match="logit_scale must be"):
+        MEMO(2, logit_scale=0.0)
+
+
 def test_bhattacharyya_distance_matches_numpy():
     rng = np.random.default_rng(0)
     p = np_softmax(rng.normal(size=(3, 6)))
