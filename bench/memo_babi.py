@@ -81,6 +81,9 @@ def parse_args(argv=None):
     parser.add_argument("--logit-scale", type=float, default=None,
                         help="MEMO(logit_scale=S): attention logits are the cosine of key and query times a learned "
                              "scale per head starting at S, so the softmax can neither saturate nor start flat")
+    parser.add_argument("--sum-fact-items", action="store_true",
+                        help="MEMOClassifier(sum_fact_items=True): each sentence's words summed into one item, as "
+                             "end-to-end memory networks' bag of words (far fewer weights per fact to memorise with)")
     parser.add_argument("--attention-supervision", type=float, default=0.0,
                         help="a diagnostic, not the paper's training: weight of a loss that shows hop t the t-th "
                              "supporting fact the data names (MEMOClassifier's attention_supervision; 0: none)")
@@ -151,7 +154,7 @@ def build(args, data):
         key_size=args.key_size, max_hops=args.max_hops,
         attention_dropout=args.dropout, answer_dropout=args.dropout, linear_start=args.linear_start_rounds > 0,
         bag_init=args.bag_init, share_hop_weights=not args.per_hop_weights,
-        logit_scale=args.logit_scale, time_encoding=not args.no_time,
+        logit_scale=args.logit_scale, sum_fact_items=args.sum_fact_items, time_encoding=not args.no_time,
         attention_supervision=args.attention_supervision, supervised_hops=args.supervised_hops,
         **halting_settings(args),
     )

@@ -141,11 +141,13 @@ def test_bag_init_reaches_memo(data):
     assert not memo_babi.build(memo_babi.parse_args(SMALL), data).memo.bag_init
 
 
-def test_per_hop_weights_reach_memo(data):
+def test_per_hop_logit_scale_and_summed_facts_reach_memo(data):
     model = memo_babi.build(memo_babi.parse_args([*SMALL, "--per-hop-weights"]), data)
     assert not model.memo.share_hop_weights and len(model.memo.hop_projections) == model.memo.max_hops
     assert memo_babi.build(memo_babi.parse_args(SMALL), data).memo.share_hop_weights
     assert memo_babi.build(memo_babi.parse_args([*SMALL, "--logit-scale", "3"]), data).memo.logit_scale == 3.0
+    summed = memo_babi.build(memo_babi.parse_args([*SMALL, "--sum-fact-items"]), data)
+    assert summed.sum_fact_items and summed.memo.key_projection.kernel.shape[0] == 2 * 8  # words + time item
 
 
 def test_no_time_builds_memo_without_the_time_item(data):

@@ -44,6 +44,7 @@ DEFAULTS = {
         "bag_init": False,
         "share_hop_weights": True,
         "logit_scale": None,
+        "sum_fact_items": False,
         "time_encoding": True,
     },
 }
