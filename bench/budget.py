@@ -43,9 +43,10 @@ def saved_curve(workdir):
     return json.loads(path.read_text()) if path.exists() else []
 
 
-def _atomic_save(model, path):
+def _atomic_save(save, path):
+    """`save(path)` through a temporary file, so a kill mid-write leaves the last complete file."""
     tmp = path.with_name("tmp_" + path.name)
-    model.save(tmp)
+    save(tmp)
     os.replace(tmp, path)
 
 
@@ -108,13 +109,11 @@ def train_within_budget(
         metrics = train_round(model, index)
         minutes += (time.perf_counter() - start) / 60
         entry = {"round": index, "minutes": round(minutes, 3), **metrics, **evaluate(model)}
-        _atomic_save(model, model_path)
+        _atomic_save(model.save, model_path)
         curve.append(entry)
         write_json(curve_path, curve)
-        if keep_best and _is_best(curve, *keep_best):
-            tmp = workdir / f"tmp_{BEST_WEIGHTS}"
-            model.save_weights(tmp)
-            os.replace(tmp, workdir / BEST_WEIGHTS)
+        if keep_best and entry[keep_best[0]] == _best_value(curve, *keep_best):
+            _atomic_save(model.save_weights, workdir / BEST_WEIGHTS)
             write_json(workdir / "best.json", {"round": index, keep_best[0]: entry[keep_best[0]]})
         print(describe(entry) if describe else json.dumps(entry), flush=True)
         if on_round:
@@ -125,9 +124,9 @@ def train_within_budget(
 BEST_WEIGHTS = "best.weights.h5"
 
 
-def _is_best(curve, metric, mode):
+def _best_value(curve, metric, mode):
     values = [entry[metric] for entry in curve]
-    return curve[-1][metric] == (min(values) if mode == "min" else max(values))
+    return min(values) if mode == "min" else max(values)
 
 
 def kept_best(workdir, curve, metric, mode):
@@ -137,10 +136,8 @@ def kept_best(workdir, curve, metric, mode):
     if not path.exists() or not (pathlib.Path(workdir) / BEST_WEIGHTS).exists():
         return None
     kept = json.loads(path.read_text())["round"]
-    values = [entry[metric] for entry in curve]
-    best = min(values) if mode == "min" else max(values)
     entry = next((e for e in curve if e["round"] == kept), None)
-    return entry if entry is not None and entry[metric] == best else None
+    return entry if entry is not None and entry[metric] == _best_value(curve, metric, mode) else None
 
 
 def record_unfinished(path, key, summary, arguments, budget_minutes):

@@ -120,6 +120,7 @@ def run(args):
     batches = int(train.cardinality())
 
     name = args.name or args.model
+    workdir = pathlib.Path(args.workdir) / name
     hparams = {}
     if args.model == "lstm":
         hparams = {"units": args.units, "num_layers": args.num_layers, "dropout": args.dropout,
@@ -170,7 +171,7 @@ def run(args):
 
     curve, model = train_within_budget(
         build, train_round, lambda model: {"val_perplexity": _perplexity(model, valid)},
-        pathlib.Path(args.workdir) / name, args.budget_minutes,
+        workdir, args.budget_minutes,
         describe=lambda e: (
             f"{name} round {e['round']:3d}  {e['minutes']:6.1f} min  epoch {e['epoch']:5.2f}  "
             f"train ppl {e['train_perplexity']:8.1f}  valid ppl {e['val_perplexity']:8.1f}"
@@ -185,9 +186,9 @@ def run(args):
         "parameters": int(model.count_params()),
         **summary(curve),
     }
-    best = kept_best(pathlib.Path(args.workdir) / name, curve, "val_perplexity", "min") if args.keep_best else None
+    best = kept_best(workdir, curve, "val_perplexity", "min") if args.keep_best else None
     if best is not None:
-        model.load_weights(pathlib.Path(args.workdir) / name / BEST_WEIGHTS)
+        model.load_weights(workdir / BEST_WEIGHTS)
         result.update({"best_round": best["round"], "best_minutes": best["minutes"],
                        "best_val_perplexity": best["val_perplexity"], "best_perplexity": _perplexity(model, test)})
     merge_result(args.results, name, result, arguments)

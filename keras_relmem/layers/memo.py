@@ -347,9 +347,21 @@ class MEMO(keras.layers.Layer):
     def _hop_projections(self):
         return [self.hop_projection] if self.share_hop_weights else self.hop_projections
 
-    def _hop_weight(self, weight, t):
-        """`weight` itself when the hops share it, else hop `t`'s slice (t may be a traced int)."""
-        return weight if self.share_hop_weights else ops.take(weight, t, axis=0)
+    def _hop_weight(self, weights, t):
+        """Hop `t`'s weight: `weights` itself when the hops share it, else its slice `t`.
+
+        `weights` is one weight with a leading hop axis, or a list of one
+        weight per hop. `t` is a Python int when the hops are unrolled (the
+        slice is taken directly) and a traced int in the adaptive loop (the
+        list is stacked, then indexed).
+        """
+        if self.share_hop_weights:
+            return weights
+        if isinstance(t, int):
+            return weights[t]
+        if isinstance(weights, list):
+            weights = ops.stack([w.value for w in weights])
+        return ops.take(weights, t, axis=0)
 
     def _dot_logits(self, q, keys):
         """`q (b, H, 1, d)` against `keys (b, H, I, d)`: `q.k / sqrt(d)`, or with `logit_scale` the cosine
@@ -393,8 +405,8 @@ class MEMO(keras.layers.Layer):
         if self.share_hop_weights:
             projected = self.hop_projection(read)
         else:  # t may be traced (the adaptive loop), so pick the kernel by index rather than the layer
-            kernel = ops.take(ops.stack([p.kernel.value for p in self.hop_projections]), t, axis=0)
-            bias = ops.take(ops.stack([p.bias.value for p in self.hop_projections]), t, axis=0)
+            kernel = self._hop_weight([p.kernel for p in self.hop_projections], t)
+            bias = self._hop_weight([p.bias for p in self.hop_projections], t)
             projected = ops.matmul(read, ops.cast(kernel, read.dtype)) + ops.cast(bias, read.dtype)
         new_query = self.norm(projected + query)
         hidden = self.answer_hidden(new_query)
