@@ -92,7 +92,7 @@ def test_a_run_on_some_tasks_records_the_analysis(tmp_path):
     results = tmp_path / "memo.json"
     argv = ["--tasks", "1", "2", "--embedding-dim", "8", "--num-heads", "2", "--key-size", "4", "--max-hops", "2",
             "--batch-size", "16", "--steps-per-round", "2", "--budget-minutes", "0.01", "--test-limit", "20",
-            "--halting-warmup-rounds", "0", "--workdir", str(tmp_path / "run"),
+            "--halting-warmup-rounds", "0", "--task-repeats", "2=3", "--workdir", str(tmp_path / "run"),
             "--results", str(results)]
     try:
         memo_babi.main(argv)
@@ -100,6 +100,7 @@ def test_a_run_on_some_tasks_records_the_analysis(tmp_path):
         pytest.skip(f"bAbI en-10k not available: {error}")
     run = json.loads(results.read_text())
     assert run["complete"] and sorted(run["tasks"]) == ["1", "2"]
+    assert run["args"]["task_repeats"] == {"2": 3}
     assert run["supporting_facts"] == {"1": 1.0, "2": 2.0}
     assert all(len(row["error_by_hop"]) == 2 for row in run["hop_errors"].values())
     assert all(set(e["task_errors"]) == {"1", "2"} for e in run["curve"])
@@ -110,7 +111,13 @@ def test_a_run_on_some_tasks_records_the_analysis(tmp_path):
 def test_hops_spearman_is_none_where_undefined():
     facts = {"1": 1.0, "2": 2.0, "3": 3.0}
     assert memo_babi.hops_spearman({"16": {"hops": 4.0}}, {"16": 3.0}) is None  # one task
-    assert memo_babi.hops_spearman({t: {"hops": 3.0} for t in facts}, facts) is None  # every task the same hops
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # undefined is None, without SciPy's constant-input warning
+        assert memo_babi.hops_spearman({t: {"hops": 3.0} for t in facts}, facts) is None  # every task the same hops
+        assert memo_babi.hops_spearman({t: {"hops": h} for t, h in zip(facts, (1.0, 2.0, 3.0))},
+                                       dict.fromkeys(facts, 1.0)) is None  # every task one fact
     assert memo_babi.hops_spearman({t: {"hops": h} for t, h in zip(facts, (1.0, 2.0, 3.0))}, facts) == 1.0
 
 
@@ -191,3 +198,12 @@ def test_time_noise_without_the_time_encoding_is_refused(capsys):
     err = capsys.readouterr().err
     assert "--time-noise" in err and "--no-time" in err
     assert memo_babi.parse_args(["--no-time"]).no_time  # alone, each is fine
+
+
+def test_task_repeats_are_parsed_and_bad_items_refused(capsys):
+    assert memo_babi.parse_args(["--task-repeats", "17=8", "19=4"]).task_repeats == {17: 8, 19: 4}
+    assert memo_babi.parse_args([]).task_repeats == {}
+    for items in (["17"], ["x=2"], ["17=0"], ["17=2", "17=3"]):
+        with pytest.raises(SystemExit):
+            memo_babi.parse_args(["--task-repeats", *items])
+        assert "--task-repeats" in capsys.readouterr().err

@@ -372,6 +372,19 @@ class BabiData:
             raise ValueError(f"Unknown features {sorted(unknown)}; available: {sorted(arrays)}.")
         return arrays
 
+    def _repeated_rows(self, split, task_repeats):
+        """The row indices one pass of `split` visits: every row once, a task in
+        `task_repeats` k times."""
+        task = self.arrays(split)["task"]
+        times = np.ones(len(task), "int64")
+        for name, k in (task_repeats or {}).items():
+            if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
+                raise ValueError(f"task_repeats[{name}] must be an int >= 1; got {k!r}")
+            if name not in self.tasks:
+                raise ValueError(f"task_repeats names task {name}, which is not loaded; loaded: {list(self.tasks)}")
+            times[task == name] = k
+        return np.repeat(np.arange(len(task)), times)
+
     def story_lengths(self, split):
         """Sentences per story in the tensors of `split` (after the memory window)."""
         return np.sum(np.any(self.arrays(split)["story"] != 0, axis=-1), axis=-1).astype("int32")
@@ -386,6 +399,7 @@ class BabiData:
         features=("story", "query"),
         drop_remainder=False,
         time_noise=0.0,
+        task_repeats=None,
     ):
         """Like `dataset`, with every batch's stories of similar length and padded
         only to its bucket's bound, so a model does no work on most padded facts.
@@ -417,12 +431,18 @@ class BabiData:
             time_noise: float in [0, 1): `time_with_noise`'s rate on the
                 `time` feature of every batch (0: the time as it is), a
                 regulariser of a learned time encoding.
+            task_repeats: dict `{task: k}` (int k >= 1): each pass holds that
+                task's questions k times (the others once), shuffled in with
+                the rest, so a task that a joint run learns slowly gets k
+                times its share of the training steps.
 
         Example:
 
         ```python
         babi = load_babi(tasks="all", data="en-10k", task_data={3: "en"})
         train = babi.bucketed_dataset("train", batch_size=32)
+        # Tasks 17 and 19 four times in every pass.
+        hard = babi.bucketed_dataset("train", task_repeats={17: 4, 19: 4})
         ```
         """
         import itertools
@@ -439,11 +459,12 @@ class BabiData:
         shuffle = shuffle if shuffle is not None else split == "train"
         per_fact = {"story", "time", "support"}
         bucket = np.searchsorted(bounds, lengths)  # the first bound >= the story's length
+        rows_of_pass = self._repeated_rows(split, task_repeats)
         passes = itertools.count()
 
         def batches():
             rng = np.random.default_rng([seed, next(passes)])
-            order = rng.permutation(len(lengths)) if shuffle else np.arange(len(lengths))
+            order = rng.permutation(rows_of_pass) if shuffle else rows_of_pass
             groups = []
             for index, bound in enumerate(bounds):
                 rows = order[bucket[order] == index]
@@ -467,7 +488,7 @@ class BabiData:
         ds = tf.data.Dataset.from_generator(batches, output_signature=signature)
         # Every pass yields the same number of batches: saying so gives Keras' progress bar its
         # total and spares `fit` its "input ran out of data" warning at the end of each epoch.
-        sizes = np.bincount(bucket, minlength=len(bounds))
+        sizes = np.bincount(bucket[rows_of_pass], minlength=len(bounds))
         count = int(np.sum(sizes // batch_size if drop_remainder else -(-sizes // batch_size)))
         ds = ds.apply(tf.data.experimental.assert_cardinality(count))
         return ds.prefetch(tf.data.AUTOTUNE)
