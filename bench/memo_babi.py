@@ -38,6 +38,7 @@ from bench.cli import add_bench_arguments, dispatch, limit_threads, run_argument
 from bench.memo import add_halting_arguments, apply_halting_arguments, halting_settings, hold_halting_until  # noqa: E402
 from bench.results import RESULTS_DIR, cell, read_results  # noqa: E402
 from bench.timing import seconds_for_steps  # noqa: E402
+from keras_relmem.data.renaming import INTERCHANGEABLE_WORDS  # noqa: E402
 
 RESULTS = RESULTS_DIR / "memo_babi.json"
 SPEED_RESULTS = RESULTS_DIR / "memo_babi_speed.json"
@@ -56,6 +57,10 @@ def parse_args(argv=None):
     parser.add_argument("--task-repeats", nargs="+", default=[], metavar="TASK=K",
                         help="put these tasks' training questions K times in every pass (BabiData.bucketed_dataset's "
                              "task_repeats), e.g. 17=8 19=4: the tasks a joint run learns slowest get more steps")
+    parser.add_argument("--rename-words", type=int, nargs="+", default=[], metavar="TASK",
+                        help="rename these tasks' interchangeable words (people, animals, colours) consistently "
+                             "within each training question, a new renaming per question "
+                             "(keras_relmem.data.renaming), so stories cannot be learnt by their names; task 16 only")
     parser.add_argument("--budget-minutes", type=float, default=120.0)
     parser.add_argument("--steps-per-round", type=int, default=400, help="training batches between evaluations")
     parser.add_argument("--memory-size", type=int, default=320,
@@ -132,6 +137,9 @@ def parse_args(argv=None):
     if not 1 <= args.supervised_hops <= args.max_hops:
         parser.error(f"--supervised-hops must be in [1, --max-hops {args.max_hops}]; got {args.supervised_hops}")
     args.task_repeats = parse_task_repeats(parser, args.task_repeats)
+    unknown = sorted(set(args.rename_words) - set(INTERCHANGEABLE_WORDS))
+    if unknown:
+        parser.error(f"--rename-words knows the word classes of task(s) {sorted(INTERCHANGEABLE_WORDS)}; got {unknown}")
     if args.no_time and args.time_noise:  # the noise would fall on a time encoding that is not there
         parser.error("--time-noise needs the time encoding; it cannot go with --no-time")
     return args
@@ -194,7 +202,8 @@ def train_dataset(data, args, seed, buckets=True):
     bounds = None if buckets else [data.story_length]
     features = ("story", "query", "time") + (("support",) if args.attention_supervision else ())
     return data.bucketed_dataset("train", args.batch_size, bounds=bounds, seed=seed, features=features,
-                                 time_noise=args.time_noise, task_repeats=args.task_repeats).repeat()
+                                 time_noise=args.time_noise, task_repeats=args.task_repeats,
+                                 rename_words={t: INTERCHANGEABLE_WORDS[t] for t in args.rename_words}).repeat()
 
 
 def split_arrays(data, split, limit):

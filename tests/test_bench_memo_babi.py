@@ -207,3 +207,19 @@ def test_task_repeats_are_parsed_and_bad_items_refused(capsys):
         with pytest.raises(SystemExit):
             memo_babi.parse_args(["--task-repeats", *items])
         assert "--task-repeats" in capsys.readouterr().err
+
+
+def test_rename_words_knows_task_16_only(capsys):
+    import numpy as np
+
+    from keras_relmem.data import load_babi
+
+    data = load_babi([16], "en")
+    batches = [next(iter(memo_babi.train_dataset(data, memo_babi.parse_args(flags), seed=0)))
+               for flags in ([], ["--rename-words", "16"])]
+    plain, renamed = ((x["story"].numpy(), y.numpy()) for x, y in batches)
+    assert plain[0].shape == renamed[0].shape and (plain[0] != renamed[0]).any() and (plain[1] != renamed[1]).any()
+    np.testing.assert_array_equal(plain[0] == 0, renamed[0] == 0)  # the same questions, renamed
+    with pytest.raises(SystemExit):
+        memo_babi.parse_args(["--rename-words", "3"])
+    assert "--rename-words" in capsys.readouterr().err

@@ -4,13 +4,14 @@
 - `lm.load_corpus`: Penn Treebank, WikiText-2/103 token ids and BPTT batches.
 - `synthetic`: Nth Farthest, paired associative inference, shortest path.
 - `toy`: tiny sanity tasks.
+- `renaming`: interchangeable words renamed per question (a bAbI training augmentation).
 - `tfds_builders`: import it to register `babi_qa` and `lm_corpus` with TFDS.
 
 Local copies come from a `data_dir` argument or `$KERAS_RELMEM_DATA`; the
 official sources are downloaded only when neither is given.
 """
 
-from keras_relmem.data import babi, lm, synthetic, toy
+from keras_relmem.data import babi, lm, renaming, synthetic, toy
 from keras_relmem.data.babi import load_babi
 from keras_relmem.data.lm import load_corpus
 from keras_relmem.data.sources import DataFormatError
@@ -23,6 +24,7 @@ __all__ = [
     "lm",
     "load_babi",
     "load_corpus",
+    "renaming",
     "synthetic",
     "toy",
 ]

@@ -14,6 +14,7 @@ import tarfile
 import numpy as np
 
 from keras_relmem.data import sources
+from keras_relmem.data.renaming import WordRenamer
 from keras_relmem.data.vocab import Vocabulary
 
 TASK_NAMES = {
@@ -400,6 +401,7 @@ class BabiData:
         drop_remainder=False,
         time_noise=0.0,
         task_repeats=None,
+        rename_words=None,
     ):
         """Like `dataset`, with every batch's stories of similar length and padded
         only to its bucket's bound, so a model does no work on most padded facts.
@@ -435,6 +437,12 @@ class BabiData:
                 task's questions k times (the others once), shuffled in with
                 the rest, so a task that a joint run learns slowly gets k
                 times its share of the training steps.
+            rename_words: dict `{task: (words, ...)}` of word classes each
+                task treats alike (`renaming.INTERCHANGEABLE_WORDS` has task
+                16's): every question of those tasks gets its own consistent
+                renaming within each class, story, query and answer
+                (`renaming.WordRenamer`), so it cannot be learnt by its
+                names. Needs `story` and `query` among `features`.
 
         Example:
 
@@ -460,6 +468,16 @@ class BabiData:
         per_fact = {"story", "time", "support"}
         bucket = np.searchsorted(bounds, lengths)  # the first bound >= the story's length
         rows_of_pass = self._repeated_rows(split, task_repeats)
+        renamer = None
+        if rename_words:
+            if not {"story", "query"} <= set(features):
+                raise ValueError(f"rename_words renames stories and queries: features must include both; "
+                                 f"got {features}")
+            unloaded = sorted(set(rename_words) - set(self.tasks))
+            if unloaded:
+                raise ValueError(f"rename_words names task(s) {unloaded}, which are not loaded; "
+                                 f"loaded: {list(self.tasks)}")
+            renamer = WordRenamer(self.vocab, self.answer_vocab, rename_words)
         passes = itertools.count()
 
         def batches():
@@ -476,7 +494,10 @@ class BabiData:
                 x = {name: arrays[name][rows, :bound] if name in per_fact else arrays[name][rows] for name in features}
                 if time_noise and "time" in x:
                     x["time"] = time_with_noise(x["time"], time_noise, rng)
-                yield x, arrays["answer"][rows]
+                answer = arrays["answer"][rows]
+                if renamer is not None:
+                    x["story"], x["query"], answer = renamer(x["story"], x["query"], answer, arrays["task"][rows], rng)
+                yield x, answer
 
         def spec(name):
             shape = arrays[name].shape
