@@ -58,9 +58,10 @@ def parse_args(argv=None):
                         help="put these tasks' training questions K times in every pass (BabiData.bucketed_dataset's "
                              "task_repeats), e.g. 17=8 19=4: the tasks a joint run learns slowest get more steps")
     parser.add_argument("--rename-words", type=int, nargs="+", default=[], metavar="TASK",
-                        help="rename these tasks' interchangeable words (people, animals, colours) consistently "
-                             "within each training question, a new renaming per question "
-                             "(keras_relmem.data.renaming), so stories cannot be learnt by their names; task 16 only")
+                        help="rename these tasks' interchangeable words (people, objects, places, animals, colours) "
+                             "consistently within each training question, a new renaming per question "
+                             "(keras_relmem.data.renaming), so stories cannot be learnt by their names; tasks 3 "
+                             "and 16")
     parser.add_argument("--budget-minutes", type=float, default=120.0)
     parser.add_argument("--steps-per-round", type=int, default=400, help="training batches between evaluations")
     parser.add_argument("--memory-size", type=int, default=320,

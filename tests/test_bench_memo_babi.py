@@ -209,7 +209,7 @@ def test_task_repeats_are_parsed_and_bad_items_refused(capsys):
         assert "--task-repeats" in capsys.readouterr().err
 
 
-def test_rename_words_knows_task_16_only(capsys):
+def test_rename_words_knows_tasks_3_and_16(capsys):
     import numpy as np
 
     from keras_relmem.data import load_babi
@@ -221,5 +221,5 @@ def test_rename_words_knows_task_16_only(capsys):
     assert plain[0].shape == renamed[0].shape and (plain[0] != renamed[0]).any() and (plain[1] != renamed[1]).any()
     np.testing.assert_array_equal(plain[0] == 0, renamed[0] == 0)  # the same questions, renamed
     with pytest.raises(SystemExit):
-        memo_babi.parse_args(["--rename-words", "3"])
+        memo_babi.parse_args(["--rename-words", "2"])
     assert "--rename-words" in capsys.readouterr().err

@@ -2,7 +2,8 @@
 
 Some bAbI tasks treat the members of a word class alike: in task 16 (basic
 induction) any of the five people could stand where another stands, and so
-could the four animals and the four colours. Renaming them consistently
+could the four animals and the four colours; in task 3 (three supporting
+facts) the four people, three objects and six places. Renaming them consistently
 through a story, its question and its answer (a random permutation within
 each class, drawn anew for every question) gives a story whose answer is
 still right, so a model cannot learn a training story by its names and must
@@ -13,9 +14,12 @@ used against the same shortcut. The test data are never renamed.
 
 import numpy as np
 
-# Task 16's word classes, complete (every word of its stories, questions and
-# answers other than "is", "a", "what", "color"); tests check them against the data.
+# Each task's word classes, complete (every word of its stories, questions and
+# answers but the verbs and function words); tests check them against the data.
 INTERCHANGEABLE_WORDS = {
+    3: (("daniel", "john", "mary", "sandra"),
+        ("apple", "football", "milk"),
+        ("bathroom", "bedroom", "garden", "hallway", "kitchen", "office")),
     16: (("bernhard", "brian", "greg", "julius", "lily"),
          ("frog", "lion", "rhino", "swan"),
          ("gray", "green", "white", "yellow")),
