@@ -438,8 +438,8 @@ class BabiData:
                 the rest, so a task that a joint run learns slowly gets k
                 times its share of the training steps.
             rename_words: dict `{task: (words, ...)}` of word classes each
-                task treats alike (`renaming.INTERCHANGEABLE_WORDS` has task
-                16's): every question of those tasks gets its own consistent
+                task treats alike (`renaming.INTERCHANGEABLE_WORDS` has tasks
+                3 and 16's): every question of those tasks gets its own consistent
                 renaming within each class, story, query and answer
                 (`renaming.WordRenamer`), so it cannot be learnt by its
                 names. Needs `story` and `query` among `features`.
