@@ -207,6 +207,15 @@ def summary():
                  f"{joint['solved']}/20, {joint['mean_error']:.1f}%; {rho:.2f}",
                  f"{memo_babi.PAPER['MEMO'][1]}/20, {memo_babi.PAPER['MEMO'][0]}%", "",
                  "memo_babi.json"))
+    repeats = _load("memo_babi_task_repeats.json")
+    budget = repeats["args"]["budget_minutes"]
+    state = "" if repeats["complete"] else f" of {budget:.0f}, unfinished"
+    rows.append(("MEMO, joint bAbI, tasks 17 and 19 repeated, halting on distance and entropy",
+                 "tasks solved, mean error; Spearman of hops and supporting facts",
+                 f"{repeats['solved']}/20, {repeats['mean_error']:.1f}%; {repeats['hops_spearman']:.2f} "
+                 f"({repeats['minutes']:.0f} training min{state})",
+                 f"{memo_babi.PAPER['MEMO'][1]}/20, {memo_babi.PAPER['MEMO'][0]}%", "",
+                 "memo_babi_task_repeats.json"))
     nth = _load("nth_farthest.json")
     rows.append(("RMC, Nth Farthest", "accuracy, RMC / LSTM",
                  f"{nth['rmc']['accuracy']:.1f}% / {nth['lstm']['accuracy']:.1f}% "
