@@ -137,7 +137,10 @@ def parse_args(argv=None):
         parser.error(f"--attention-supervision must be >= 0; got {args.attention_supervision}")
     if not 1 <= args.supervised_hops <= args.max_hops:
         parser.error(f"--supervised-hops must be in [1, --max-hops {args.max_hops}]; got {args.supervised_hops}")
-    args.task_repeats = parse_task_repeats(parser, args.task_repeats)
+    try:
+        task_repeats(args.task_repeats)
+    except ValueError as error:
+        parser.error(str(error))
     unknown = sorted(set(args.rename_words) - set(INTERCHANGEABLE_WORDS))
     if unknown:
         parser.error(f"--rename-words knows the word classes of task(s) {sorted(INTERCHANGEABLE_WORDS)}; got {unknown}")
@@ -146,17 +149,18 @@ def parse_args(argv=None):
     return args
 
 
-def parse_task_repeats(parser, items):
-    """{task: K} from --task-repeats' TASK=K items, or a parser error naming the bad item."""
+def task_repeats(items):
+    """{task: K} from --task-repeats' TASK=K items (kept as given in the arguments, so the recorded command
+    reads back), or a ValueError naming the bad item."""
     repeats = {}
     for item in items:
         task, _, times = item.partition("=")
         try:
             task, times = int(task), int(times)
         except ValueError:
-            parser.error(f"--task-repeats takes TASK=K items such as 17=4; got {item!r}")
+            raise ValueError(f"--task-repeats takes TASK=K items such as 17=4; got {item!r}") from None
         if times < 1 or task in repeats:
-            parser.error(f"--task-repeats: {item!r} needs K >= 1 and a task named once")
+            raise ValueError(f"--task-repeats: {item!r} needs K >= 1 and a task named once")
         repeats[task] = times
     return repeats
 
@@ -203,7 +207,7 @@ def train_dataset(data, args, seed, buckets=True):
     bounds = None if buckets else [data.story_length]
     features = ("story", "query", "time") + (("support",) if args.attention_supervision else ())
     return data.bucketed_dataset("train", args.batch_size, bounds=bounds, seed=seed, features=features,
-                                 time_noise=args.time_noise, task_repeats=args.task_repeats,
+                                 time_noise=args.time_noise, task_repeats=task_repeats(args.task_repeats),
                                  rename_words={t: INTERCHANGEABLE_WORDS[t] for t in args.rename_words}).repeat()
 
 
