@@ -201,21 +201,16 @@ def summary():
         rows.append((f"MEMO, shortest path {setting}", "first / second node",
                      f"{ours['first_node']:.1f}% / {ours['second_node']:.1f}%", f"{paper[0]}% / {paper[1]}%", "",
                      "memo_shortest_path.json"))
-    joint = _load("memo_babi.json")
-    rho = memo_babi.hops_spearman(joint["tasks"], joint["supporting_facts"])
-    rows.append(("MEMO, joint bAbI", "tasks solved, mean error; Spearman of hops and supporting facts",
-                 f"{joint['solved']}/20, {joint['mean_error']:.1f}%; {rho:.2f}",
-                 f"{memo_babi.PAPER['MEMO'][1]}/20, {memo_babi.PAPER['MEMO'][0]}%", "",
-                 "memo_babi.json"))
-    repeats = _load("memo_babi_task_repeats.json")
-    budget = repeats["args"]["budget_minutes"]
-    state = "" if repeats["complete"] else f" of {budget:.0f}, unfinished"
-    rows.append(("MEMO, joint bAbI, tasks 17 and 19 repeated, halting on distance and entropy",
-                 "tasks solved, mean error; Spearman of hops and supporting facts",
-                 f"{repeats['solved']}/20, {repeats['mean_error']:.1f}%; {repeats['hops_spearman']:.2f} "
-                 f"({repeats['minutes']:.0f} training min{state})",
-                 f"{memo_babi.PAPER['MEMO'][1]}/20, {memo_babi.PAPER['MEMO'][0]}%", "",
-                 "memo_babi_task_repeats.json"))
+    for title, name, minutes in (("MEMO, joint bAbI", "memo_babi.json", False),
+                                 ("MEMO, joint bAbI, tasks 17 and 19 repeated, halting on distance and entropy",
+                                  "memo_babi_task_repeats.json", True)):
+        joint = _load(name)
+        rho = memo_babi.hops_spearman(joint["tasks"], joint["supporting_facts"])
+        state = "" if joint["complete"] else f" of {joint['args']['budget_minutes']:.0f}, unfinished"
+        rows.append((title, "tasks solved, mean error; Spearman of hops and supporting facts",
+                     f"{joint['solved']}/20, {joint['mean_error']:.1f}%; {rho:.2f}"
+                     + (f" ({joint['minutes']:.0f} training min{state})" if minutes else ""),
+                     f"{memo_babi.PAPER['MEMO'][1]}/20, {memo_babi.PAPER['MEMO'][0]}%", "", name))
     nth = _load("nth_farthest.json")
     rows.append(("RMC, Nth Farthest", "accuracy, RMC / LSTM",
                  f"{nth['rmc']['accuracy']:.1f}% / {nth['lstm']['accuracy']:.1f}% "
