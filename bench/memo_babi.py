@@ -379,9 +379,12 @@ def run(args):
             "hops_spearman": hops_spearman(last["tasks"], facts),
             "complete": complete,
             **(extra or {}),
-            # each round's per-task test and training errors: overfitting or never learnt
+            # each round's per-task test and training errors (overfitting or never learnt) and hops (when
+            # the hops come to follow the supporting facts)
             "curve": [{**{k: v for k, v in e.items() if k != "tasks"},
-                       "task_errors": {t: [row["error"], row.get("train_error")] for t, row in e["tasks"].items()}}
+                       "task_errors": {t: [row["error"], row.get("train_error")] for t, row in e["tasks"].items()},
+                       "task_hops": {t: row["hops"] for t, row in e["tasks"].items()},
+                       "hops_spearman": hops_spearman(e["tasks"], facts)}
                       for e in curve],
             "args": run_arguments(args, "speed"),
         })
@@ -492,6 +495,33 @@ def markdown(results):
     if rho is not None:
         lines.append(f"- Spearman correlation across tasks of mean hops and mean supporting facts (from the data's "
                      f"supporting-fact ids): {rho:.2f}")
+    over_training = over_training_markdown(results.get("curve", []))
+    return "\n".join(lines + (["", over_training] if over_training else []))
+
+
+def at_minutes(curve, every=20.0):
+    """The curve's first round at or past each multiple of `every` training minutes, and its last round."""
+    picked, mark = [], every
+    for entry in curve:
+        if entry["minutes"] >= mark:
+            picked.append(entry)
+            mark = (entry["minutes"] // every + 1) * every
+    if curve and (not picked or picked[-1] is not curve[-1]):
+        picked.append(curve[-1])
+    return picked
+
+
+def over_training_markdown(curve, every=20.0):
+    """The run over training, every `every` minutes: mean error, tasks solved, training hops and the
+    Spearman of hops and supporting facts; '' for curves recorded without per-round hops."""
+    rows = [e for e in at_minutes(curve, every) if "hops_spearman" in e]
+    if not rows:
+        return ""
+    lines = ["Over training (test error and hops by adaptive inference after each round):", "",
+             "| training minutes | mean error % | tasks under 5% | training hops | Spearman of hops and supporting facts |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {e['minutes']:.0f} | {e['mean_error']:.2f} | {e['solved']} | {e['train_hops']:.2f} | "
+              f"{cell(e['hops_spearman'])} |" for e in rows]
     return "\n".join(lines)
 
 

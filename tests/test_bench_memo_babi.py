@@ -104,6 +104,9 @@ def test_a_run_on_some_tasks_records_the_analysis(tmp_path):
     assert run["supporting_facts"] == {"1": 1.0, "2": 2.0}
     assert all(len(row["error_by_hop"]) == 2 for row in run["hop_errors"].values())
     assert all(set(e["task_errors"]) == {"1", "2"} for e in run["curve"])
+    last = run["curve"][-1]  # every round keeps its per-task hops and their Spearman with the supporting facts
+    assert last["task_hops"] == {t: row["hops"] for t, row in run["tasks"].items()}
+    assert last["hops_spearman"] == memo_babi.hops_spearman(run["tasks"], run["supporting_facts"])
     assert "solved" in memo_babi.markdown(run) and "1 fact" in memo_babi.markdown(run)
     assert memo_babi.markdown(run).startswith("bAbI tasks 1, 2 together en-10k")
 
@@ -224,3 +227,15 @@ def test_rename_words_knows_tasks_3_and_16(capsys):
     with pytest.raises(SystemExit):
         memo_babi.parse_args(["--rename-words", "2"])
     assert "--rename-words" in capsys.readouterr().err
+
+
+def test_the_over_training_table_takes_a_round_per_mark_and_the_last():
+    curve = [{"round": i, "minutes": m, "mean_error": 50.0 - i, "solved": i, "train_hops": 2.0,
+              "hops_spearman": None if i == 0 else 0.1 * i} for i, m in enumerate([3, 19, 21, 25, 44, 61, 62])]
+    assert [e["minutes"] for e in memo_babi.at_minutes(curve, every=20)] == [21, 44, 61, 62]
+    assert [e["minutes"] for e in memo_babi.at_minutes(curve[:6], every=20)] == [21, 44, 61]
+    table = memo_babi.over_training_markdown(curve, every=20).splitlines()
+    assert table[4:] == ["| 21 | 48.00 | 2 | 2.00 | 0.20 |", "| 44 | 46.00 | 4 | 2.00 | 0.40 |",
+                         "| 61 | 45.00 | 5 | 2.00 | 0.50 |", "| 62 | 44.00 | 6 | 2.00 | 0.60 |"]
+    old = [{k: v for k, v in e.items() if k != "hops_spearman"} for e in curve]  # recorded before the column
+    assert memo_babi.over_training_markdown(old) == ""
