@@ -518,7 +518,8 @@ def over_training_markdown(curve, every=20.0):
     if not rows:
         return ""
     lines = ["Over training (test error and hops by adaptive inference after each round):", "",
-             "| training minutes | mean error % | tasks under 5% | training hops | Spearman of hops and supporting facts |",
+             "| training minutes | mean error % | tasks under 5% | training hops "
+             "| Spearman of hops and supporting facts |",
              "|---|---|---|---|---|"]
     lines += [f"| {e['minutes']:.0f} | {e['mean_error']:.2f} | {e['solved']} | {e['train_hops']:.2f} | "
               f"{cell(e['hops_spearman'])} |" for e in rows]
