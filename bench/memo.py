@@ -26,10 +26,10 @@ def add_halting_arguments(parser):
                         help="weight of the expected-hops loss (MEMOClassifier's default 0.01): a cost of 0.01 a "
                              "hop on every query, which can outweigh a hard query type's gain when the policy "
                              "cannot tell the types apart; set on a resumed model too")
-    parser.add_argument("--halting-inputs", choices=("distance", "distance+entropy"), default="distance",
+    parser.add_argument("--halting-inputs", choices=("distance", "distance+entropy"), default="distance+entropy",
                         help="what the halting network reads each hop with the hop index (MEMO's halting_inputs): "
-                             "the paper's attention distance, or that and the entropy of the hop's answer; "
-                             "fixed when the model is built")
+                             "the attention distance and the entropy of the hop's answer (default, MEMO's), or the "
+                             "paper's distance alone; fixed when the model is built")
     return parser
 
 

@@ -203,12 +203,14 @@ def summary():
                      "memo_shortest_path.json"))
     for title, name, minutes in (("MEMO, joint bAbI", "memo_babi.json", False),
                                  ("MEMO, joint bAbI, tasks 17 and 19 repeated, halting on distance and entropy",
-                                  "memo_babi_task_repeats.json", True)):
+                                  "memo_babi_task_repeats.json", True),
+                                 ("MEMO, joint bAbI, tasks 17 and 19 repeated, halting on distance (the paper's)",
+                                  "memo_babi_task_repeats_distance.json", True)):
         joint = _load(name)
         rho = memo_babi.hops_spearman(joint["tasks"], joint["supporting_facts"])
         state = "" if joint["complete"] else f" of {joint['args']['budget_minutes']:.0f}, unfinished"
         rows.append((title, "tasks solved, mean error; Spearman of hops and supporting facts",
-                     f"{joint['solved']}/20, {joint['mean_error']:.1f}%; {rho:.2f}"
+                     f"{joint['solved']}/20, {joint['mean_error']:.1f}%; {'-' if rho is None else f'{rho:.2f}'}"
                      + (f" ({joint['minutes']:.0f} training min{state})" if minutes else ""),
                      f"{memo_babi.PAPER['MEMO'][1]}/20, {memo_babi.PAPER['MEMO'][0]}%", "", name))
     nth = _load("nth_farthest.json")

@@ -138,17 +138,16 @@ def test_a_resumed_memo_takes_the_runs_halting_flags(tmp_path):
     memo_bench.apply_halting_arguments(emn, memo_pai.parse_args(argv + ["--gamma", "0.5"]))
     assert emn.gamma != 0.5, "a model without a halting policy is left alone"
     # --halting-inputs sizes the policy's weights: it builds a model, and a resumed one must match it.
-    entropy = memo_pai.build(memo_pai.parse_args(argv + ["--halting-inputs", "distance+entropy"]))
-    assert entropy.memo.halting_inputs == "distance+entropy" and resumed.memo.halting_inputs == "distance"
+    distance = memo_pai.build(memo_pai.parse_args(argv + ["--halting-inputs", "distance"]))
+    assert distance.memo.halting_inputs == "distance" and resumed.memo.halting_inputs == "distance+entropy"
     with pytest.raises(SystemExit, match="new --workdir"):
-        memo_bench.apply_halting_arguments(
-            resumed, memo_pai.parse_args(argv + ["--halting-inputs", "distance+entropy"]))
+        memo_bench.apply_halting_arguments(resumed, memo_pai.parse_args(argv + ["--halting-inputs", "distance"]))
 
 
 def test_warm_start_copies_memo_and_leaves_a_fresh_halting_network(tmp_path):
     # --warm-start: the saved MEMO's answers at every hop, a new policy (here with other inputs).
     argv = ["--length", "3", "--num-items", "20", "--max-hops", "3"]
-    source = memo_pai.build(memo_pai.parse_args(argv + ["--seed", "1"]))
+    source = memo_pai.build(memo_pai.parse_args(argv + ["--seed", "1", "--halting-inputs", "distance"]))
     x = memo_pai.inputs(memo_pai.episodes(4, 4, memo_pai.parse_args(argv), seed=5))
     source(x)
     source.save(tmp_path / "m.keras")

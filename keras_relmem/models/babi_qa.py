@@ -37,7 +37,7 @@ DEFAULTS = {
         "answer_loss": "visited",
         "attention_supervision": 0.0,
         "supervised_hops": 1,
-        "halting_inputs": "distance",
+        "halting_inputs": "distance+entropy",
         "attention_dropout": 0.1,
         "answer_dropout": 0.1,
         "linear_start": False,

@@ -343,9 +343,10 @@ def test_halting_policy_reads_the_distance_and_the_answer_entropy():
 
 
 def test_halting_inputs_are_checked_and_round_trip(tmp_path):
-    memo = make_memo(halting_inputs="distance+entropy")
-    assert MEMO.from_config(memo.get_config()).halting_inputs == "distance+entropy"
-    assert make_memo().policy.num_inputs == 1  # the paper's distance alone by default
+    memo = make_memo(halting_inputs="distance")
+    assert MEMO.from_config(memo.get_config()).halting_inputs == "distance"
+    assert memo.policy.num_inputs == 1  # the paper's distance alone
+    assert make_memo().policy.num_inputs == 2  # the default adds the answer's entropy (chosen by measurement)
     with pytest.raises(ValueError, match="halting_inputs"):
         MEMO(A, halting_inputs="entropy")
     policy = HaltingPolicy(max_hops=3, gru_units=4, mlp_units=2, num_inputs=2)
