@@ -94,7 +94,9 @@ def parse_args(argv=None):
                              "end-to-end memory networks' bag of words (far fewer weights per fact to memorise with)")
     parser.add_argument("--attention-supervision", type=float, default=0.0,
                         help="a diagnostic, not the paper's training: weight of a loss that shows hop t the t-th "
-                             "supporting fact the data names (MEMOClassifier's attention_supervision; 0: none)")
+                             "supporting fact the data names (MEMOClassifier's attention_supervision; 0: none); "
+                             "set on a resumed model too, so 0 on a copy of a supervised run's --workdir withdraws "
+                             "it (is the chain, once shown, kept by the answers' loss alone?)")
     parser.add_argument("--supervised-hops", type=int, default=1,
                         help="how many of the first hops --attention-supervision shows their fact (default 1)")
     parser.add_argument("--no-time", action="store_true",
@@ -336,6 +338,7 @@ def run(args):
 
     def resume(model):
         apply_halting_arguments(model, args)  # read when the training step is traced
+        apply_supervision_arguments(model, args)
         if args.reset_halting:
             reset_halting_network(model)
             print(f"halting network re-initialised, gamma {args.gamma}", flush=True)
@@ -395,6 +398,18 @@ def run(args):
     )
     record(curve, complete=True, extra={"hop_errors": hop_errors(model, data, args)})
     report(args)
+
+
+def apply_supervision_arguments(model, args):
+    """Give a (resumed) MEMOClassifier the run's --attention-supervision and --supervised-hops; like the
+    halting flags, they are read when the training step is traced, after this."""
+    if not 1 <= args.supervised_hops <= model.memo.max_hops:
+        raise SystemExit(f"--supervised-hops {args.supervised_hops}: the saved MEMO has {model.memo.max_hops} hops")
+    if (model.attention_supervision, model.supervised_hops) != (args.attention_supervision, args.supervised_hops):
+        print(f"attention supervision {model.attention_supervision:g} on {model.supervised_hops} hop(s) -> "
+              f"{args.attention_supervision:g} on {args.supervised_hops}", flush=True)
+    model.attention_supervision = float(args.attention_supervision)
+    model.supervised_hops = int(args.supervised_hops)
 
 
 def linear_start_until(model, index, rounds):

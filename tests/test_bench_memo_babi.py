@@ -1,6 +1,8 @@
 """bench/memo_babi.py's analysis: supporting facts per task, the hops' rank correlation with them, and the
 per-task training error and per-hop error of a (small, briefly trained) MEMO."""
 
+import argparse
+
 import numpy as np
 import pytest
 
@@ -239,3 +241,15 @@ def test_the_over_training_table_takes_a_round_per_mark_and_the_last():
                          "| 61 | 45.00 | 5 | 2.00 | 0.50 |", "| 62 | 44.00 | 6 | 2.00 | 0.60 |"]
     old = [{k: v for k, v in e.items() if k != "hops_spearman"} for e in curve]  # recorded before the column
     assert memo_babi.over_training_markdown(old) == ""
+
+
+def test_a_resumed_model_takes_the_runs_supervision_flags(data, capsys):
+    # Withdrawing the diagnostic's supervision: a model saved with it resumes without it when the flag says 0.
+    supervised = memo_babi.parse_args([*SMALL, "--attention-supervision", "1", "--supervised-hops", "2"])
+    model = memo_babi.build(supervised, data)
+    assert (model.attention_supervision, model.supervised_hops) == (1.0, 2)
+    memo_babi.apply_supervision_arguments(model, memo_babi.parse_args(SMALL))
+    assert (model.attention_supervision, model.supervised_hops) == (0.0, 1)
+    assert "attention supervision 1 on 2 hop(s) -> 0 on 1" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="saved MEMO has 2 hops"):
+        memo_babi.apply_supervision_arguments(model, argparse.Namespace(attention_supervision=1.0, supervised_hops=3))
