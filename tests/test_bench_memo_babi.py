@@ -232,15 +232,24 @@ def test_rename_words_knows_tasks_3_and_16(capsys):
 
 
 def test_the_over_training_table_takes_a_round_per_mark_and_the_last():
+    facts = {"1": 1.0, "2": 2.0, "3": 3.0, "4": 1.0}
+    # hops rank with the facts on tasks 1, 2 and 4; task 3 (unsolved, 40% error) takes the fewest
+    task_errors = {"1": [0.0, 0.0], "2": [1.0, 0.0], "3": [40.0, 0.0], "4": [2.0, 0.0]}
+    task_hops = {"1": 1.0, "2": 3.0, "3": 0.5, "4": 1.5}
     curve = [{"round": i, "minutes": m, "mean_error": 50.0 - i, "solved": i, "train_hops": 2.0,
-              "hops_spearman": None if i == 0 else 0.1 * i} for i, m in enumerate([3, 19, 21, 25, 44, 61, 62])]
+              "hops_spearman": None if i == 0 else 0.1 * i, "task_errors": task_errors, "task_hops": task_hops}
+             for i, m in enumerate([3, 19, 21, 25, 44, 61, 62])]
     assert [e["minutes"] for e in memo_babi.at_minutes(curve, every=20)] == [21, 44, 61, 62]
     assert [e["minutes"] for e in memo_babi.at_minutes(curve[:6], every=20)] == [21, 44, 61]
-    table = memo_babi.over_training_markdown(curve, every=20).splitlines()
-    assert table[4:] == ["| 21 | 48.00 | 2 | 2.00 | 0.20 |", "| 44 | 46.00 | 4 | 2.00 | 0.40 |",
-                         "| 61 | 45.00 | 5 | 2.00 | 0.50 |", "| 62 | 44.00 | 6 | 2.00 | 0.60 |"]
+    # solved tasks 1, 4, 2: hops 1.0, 1.5, 3.0 against facts 1, 1, 2 -> ranks (1, 2, 3) and (1.5, 1.5, 3)
+    solved = np.corrcoef([1, 2, 3], [1.5, 1.5, 3])[0, 1]
+    assert memo_babi.solved_hops_spearman({t: {"error": e[0], "hops": task_hops[t]} for t, e in task_errors.items()},
+                                          facts) == round(solved, 3)
+    table = memo_babi.over_training_markdown(curve, facts, every=20).splitlines()
+    assert table[4:] == [f"| {m} | {e:.2f} | {n} | 2.00 | {r:.2f} | {solved:.2f} |"
+                         for m, e, n, r in ((21, 48, 2, 0.2), (44, 46, 4, 0.4), (61, 45, 5, 0.5), (62, 44, 6, 0.6))]
     old = [{k: v for k, v in e.items() if k != "hops_spearman"} for e in curve]  # recorded before the column
-    assert memo_babi.over_training_markdown(old) == ""
+    assert memo_babi.over_training_markdown(old, facts) == ""
 
 
 def test_a_resumed_model_takes_the_runs_supervision_flags(data, capsys):
