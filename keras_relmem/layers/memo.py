@@ -67,8 +67,9 @@ class MEMO(keras.layers.Layer):
 
     The halting policy reads the Bhattacharyya distance between `w` of
     this hop and the last (uniform over the valid facts before the first hop)
-    with the one-hot hop index; `halting_inputs="distance+entropy"` adds the
-    entropy of `softmax(answer_t)`.
+    and, by default (`halting_inputs="distance+entropy"`), the entropy of
+    `softmax(answer_t)`, with the one-hot hop index; the paper's policy reads
+    the distance alone (`halting_inputs="distance"`).
 
     Calling the layer runs the adaptive inference loop and really stops: a
     batch finishes when every example has halted (`P(halt) > 0.5`), or at
