@@ -392,8 +392,7 @@ def run(args):
             # the hops come to follow the supporting facts)
             "curve": [{**{k: v for k, v in e.items() if k != "tasks"},
                        "task_errors": {t: [row["error"], row.get("train_error")] for t, row in e["tasks"].items()},
-                       "task_hops": {t: row["hops"] for t, row in e["tasks"].items()},
-                       "hops_spearman": hops_spearman(e["tasks"], facts)}
+                       "task_hops": {t: row["hops"] for t, row in e["tasks"].items()}}
                       for e in curve],
             "args": run_arguments(args, "speed"),
         })
@@ -409,13 +408,14 @@ def run(args):
 def apply_supervision_arguments(model, args):
     """Give a (resumed) MEMOClassifier the run's --attention-supervision and --supervised-hops; like the
     halting flags, they are read when the training step is traced, after this."""
-    if not 1 <= args.supervised_hops <= model.memo.max_hops:
-        raise SystemExit(f"--supervised-hops {args.supervised_hops}: the saved MEMO has {model.memo.max_hops} hops")
-    if (model.attention_supervision, model.supervised_hops) != (args.attention_supervision, args.supervised_hops):
-        print(f"attention supervision {model.attention_supervision:g} on {model.supervised_hops} hop(s) -> "
+    before = (model.attention_supervision, model.supervised_hops)
+    try:
+        model.set_attention_supervision(float(args.attention_supervision), int(args.supervised_hops))
+    except ValueError as error:
+        raise SystemExit(f"--attention-supervision/--supervised-hops for the saved model: {error}") from None
+    if before != (model.attention_supervision, model.supervised_hops):
+        print(f"attention supervision {before[0]:g} on {before[1]} hop(s) -> "
               f"{args.attention_supervision:g} on {args.supervised_hops}", flush=True)
-    model.attention_supervision = float(args.attention_supervision)
-    model.supervised_hops = int(args.supervised_hops)
 
 
 def linear_start_until(model, index, rounds):
@@ -539,7 +539,7 @@ def over_training_markdown(curve, facts=None, every=20.0):
     """The run over training, every `every` minutes: mean error, tasks solved, training hops and the
     Spearman of hops and supporting facts `{task: mean facts}`, over all tasks and over the solved ones;
     '' for curves recorded without per-round hops."""
-    rows = [e for e in at_minutes(curve, every) if "hops_spearman" in e]
+    rows = [e for e in at_minutes(curve, every) if "task_hops" in e]
     if not rows or facts is None:
         return ""
     lines = ["Over training (test error and hops by adaptive inference after each round):", "",
@@ -549,7 +549,7 @@ def over_training_markdown(curve, facts=None, every=20.0):
     for e in rows:
         tasks = {t: {"error": errors[0], "hops": e["task_hops"][t]} for t, errors in e["task_errors"].items()}
         lines.append(f"| {e['minutes']:.0f} | {e['mean_error']:.2f} | {e['solved']} | {e['train_hops']:.2f} | "
-                     f"{cell(e['hops_spearman'])} | {cell(solved_hops_spearman(tasks, facts))} |")
+                     f"{cell(hops_spearman(tasks, facts))} | {cell(solved_hops_spearman(tasks, facts))} |")
     return "\n".join(lines)
 
 

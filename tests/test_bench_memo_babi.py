@@ -106,9 +106,8 @@ def test_a_run_on_some_tasks_records_the_analysis(tmp_path):
     assert run["supporting_facts"] == {"1": 1.0, "2": 2.0}
     assert all(len(row["error_by_hop"]) == 2 for row in run["hop_errors"].values())
     assert all(set(e["task_errors"]) == {"1", "2"} for e in run["curve"])
-    last = run["curve"][-1]  # every round keeps its per-task hops and their Spearman with the supporting facts
+    last = run["curve"][-1]  # every round keeps its per-task hops (their Spearman is derived when rendered)
     assert last["task_hops"] == {t: row["hops"] for t, row in run["tasks"].items()}
-    assert last["hops_spearman"] == memo_babi.hops_spearman(run["tasks"], run["supporting_facts"])
     assert "solved" in memo_babi.markdown(run) and "1 fact" in memo_babi.markdown(run)
     assert memo_babi.markdown(run).startswith("bAbI tasks 1, 2 together en-10k")
 
@@ -237,18 +236,20 @@ def test_the_over_training_table_takes_a_round_per_mark_and_the_last():
     task_errors = {"1": [0.0, 0.0], "2": [1.0, 0.0], "3": [40.0, 0.0], "4": [2.0, 0.0]}
     task_hops = {"1": 1.0, "2": 3.0, "3": 0.5, "4": 1.5}
     curve = [{"round": i, "minutes": m, "mean_error": 50.0 - i, "solved": i, "train_hops": 2.0,
-              "hops_spearman": None if i == 0 else 0.1 * i, "task_errors": task_errors, "task_hops": task_hops}
+              "task_errors": task_errors, "task_hops": task_hops}
              for i, m in enumerate([3, 19, 21, 25, 44, 61, 62])]
     assert [e["minutes"] for e in memo_babi.at_minutes(curve, every=20)] == [21, 44, 61, 62]
     assert [e["minutes"] for e in memo_babi.at_minutes(curve[:6], every=20)] == [21, 44, 61]
+    # all four: hops 1.0, 3.0, 0.5, 1.5 against facts 1, 2, 3, 1 -> ranks (2, 4, 1, 3) and (1.5, 3, 4, 1.5)
+    every = np.corrcoef([2, 4, 1, 3], [1.5, 3, 4, 1.5])[0, 1]
     # solved tasks 1, 4, 2: hops 1.0, 1.5, 3.0 against facts 1, 1, 2 -> ranks (1, 2, 3) and (1.5, 1.5, 3)
     solved = np.corrcoef([1, 2, 3], [1.5, 1.5, 3])[0, 1]
     assert memo_babi.solved_hops_spearman({t: {"error": e[0], "hops": task_hops[t]} for t, e in task_errors.items()},
                                           facts) == round(solved, 3)
     table = memo_babi.over_training_markdown(curve, facts, every=20).splitlines()
-    assert table[4:] == [f"| {m} | {e:.2f} | {n} | 2.00 | {r:.2f} | {solved:.2f} |"
-                         for m, e, n, r in ((21, 48, 2, 0.2), (44, 46, 4, 0.4), (61, 45, 5, 0.5), (62, 44, 6, 0.6))]
-    old = [{k: v for k, v in e.items() if k != "hops_spearman"} for e in curve]  # recorded before the column
+    assert table[4:] == [f"| {m} | {e:.2f} | {n} | 2.00 | {every:.2f} | {solved:.2f} |"
+                         for m, e, n in ((21, 48, 2), (44, 46, 4), (61, 45, 5), (62, 44, 6))]
+    old = [{k: v for k, v in e.items() if k != "task_hops"} for e in curve]  # recorded before per-round hops
     assert memo_babi.over_training_markdown(old, facts) == ""
 
 
@@ -260,5 +261,5 @@ def test_a_resumed_model_takes_the_runs_supervision_flags(data, capsys):
     memo_babi.apply_supervision_arguments(model, memo_babi.parse_args(SMALL))
     assert (model.attention_supervision, model.supervised_hops) == (0.0, 1)
     assert "attention supervision 1 on 2 hop(s) -> 0 on 1" in capsys.readouterr().out
-    with pytest.raises(SystemExit, match="saved MEMO has 2 hops"):
+    with pytest.raises(SystemExit, match=r"supervised_hops must be an int in \[1, max_hops=2\]; got 3"):
         memo_babi.apply_supervision_arguments(model, argparse.Namespace(attention_supervision=1.0, supervised_hops=3))

@@ -151,10 +151,6 @@ class MEMOClassifier(keras.Model):
         if answer_loss not in ANSWER_LOSSES:
             raise ValueError(f"answer_loss must be one of {ANSWER_LOSSES}, got {answer_loss!r}")
         self.answer_loss = answer_loss
-        if attention_supervision < 0:
-            raise ValueError(f"attention_supervision must be >= 0; got {attention_supervision!r}")
-        self.attention_supervision = float(attention_supervision)
-        self.supervised_hops = supervised_hops
         self.seed = seed
         self.memo_kwargs = dict(memo_kwargs)
         if vocab_size:
@@ -165,14 +161,28 @@ class MEMOClassifier(keras.Model):
             keras.layers.Embedding(max_time + 1, embedding_dim, name="time") if vocab_size and max_time else None
         )
         self.memo = MEMO(num_answers, seed=seed, name="memo", **memo_kwargs)
-        if not isinstance(supervised_hops, int) or not 1 <= supervised_hops <= self.memo.max_hops:
-            raise ValueError(f"supervised_hops must be an int in [1, max_hops={self.memo.max_hops}]; "
-                             f"got {supervised_hops!r}")
+        self.set_attention_supervision(attention_supervision, supervised_hops)
         self.sample_seed = keras.random.SeedGenerator(seed)
         self.loss_tracker = keras.metrics.Mean(name="loss")
         self.accuracy_tracker = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
         self.hops_tracker = keras.metrics.Mean(name="hops")
         self.policy_tracker = keras.metrics.Mean(name="halting_loss")
+
+    def set_attention_supervision(self, weight, hops):
+        """Set the supporting-fact attention loss: its `weight` (0 turns it off) and how many of the first
+        `hops` it applies to. Read when the training step is traced, so a resumed model can withdraw the
+        supervision it was trained with (call before `fit`).
+
+        Args:
+            weight: float >= 0, as the constructor's `attention_supervision`.
+            hops: int in [1, max_hops], as the constructor's `supervised_hops`.
+        """
+        if weight < 0:
+            raise ValueError(f"attention_supervision must be >= 0; got {weight!r}")
+        if isinstance(hops, bool) or not isinstance(hops, int) or not 1 <= hops <= self.memo.max_hops:
+            raise ValueError(f"supervised_hops must be an int in [1, max_hops={self.memo.max_hops}]; got {hops!r}")
+        self.attention_supervision = float(weight)
+        self.supervised_hops = hops
 
     # -- building ------------------------------------------------------------
     def build(self, input_shape):

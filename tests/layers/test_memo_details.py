@@ -296,6 +296,12 @@ def test_attention_supervision_reads_the_support_input_and_round_trips():
         MEMOClassifier(2, attention_supervision=-1.0)
     with pytest.raises(ValueError, match="supervised_hops"):
         MEMOClassifier(2, max_hops=2, supervised_hops=3)
+    # a trained model can withdraw its supervision (read when the step is traced) with the same checks
+    model.set_attention_supervision(0.0, 2)
+    assert (model.get_config()["attention_supervision"], model.get_config()["supervised_hops"]) == (0.0, 2)
+    with pytest.raises(ValueError, match="supervised_hops"):
+        model.set_attention_supervision(1.0, 3)
+    assert (model.attention_supervision, model.supervised_hops) == (0.0, 2)  # a refused setting changes nothing
 
 
 def np_entropy(logits):
