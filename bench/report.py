@@ -222,11 +222,15 @@ def summary():
     lstms = {name: run for name, run in small.items()  # the finished LSTMs asked the same question
              if name.startswith("lstm") and run.get("complete") and small["args"][name].get("questions") == [0]}
     best = max(lstms, key=lambda name: lstms[name]["accuracy"])
-    rmc = small["rmc_farthest"]
-    rows.append(("RMC, Nth Farthest, 4 objects of 4 features, farthest only", "accuracy, RMC / best LSTM",
+    # the RMCs at the LSTMs' training time (a longer RMC budget stopped there counts, at that time)
+    equal_time = min(small["args"][name]["budget_minutes"] for name in lstms)
+    rmcs = {name: run for name, run in small.items() if name.startswith("rmc")
+            and small["args"][name].get("questions") == [0] and run["minutes"] >= equal_time - 0.5}
+    rmc = rmcs[max(rmcs, key=lambda name: rmcs[name]["accuracy"])]
+    rows.append(("RMC, Nth Farthest, 4 objects of 4 features, farthest only", "accuracy, best RMC / best LSTM",
                  f"{rmc['accuracy']:.1f}% / {lstms[best]['accuracy']:.1f}% ({rmc['minutes']:.0f} / "
-                 f"{lstms[best]['minutes']:.0f} training min; best of {len(lstms)} finished LSTM "
-                 f"setting{'s' * (len(lstms) > 1)})",
+                 f"{lstms[best]['minutes']:.0f} training min; best of {len(rmcs)} RMC and {len(lstms)} "
+                 f"LSTM setting{'s' * (len(lstms) > 1)})",
                  "", "", "nth_farthest_4objects.json"))
     fair = _load("ptb_lm_fair.json")
     rmc, lstm = fair["rmc"], fair["lstm_zaremba_small"]
@@ -243,6 +247,14 @@ def summary():
                  f"{perplexity(rmc)} / {perplexity(lstm)} ({lowest[0]:.1f} / {lowest[1]:.1f}; {rmc['minutes']:.0f} / "
                  f"{lstm['minutes']:.0f} training min; {sizes} parameters)",
                  "", f"Zaremba et al.'s small LSTM: {ptb_lm.REFERENCE}", "ptb_lm_fair.json"))
+    stopped = fair.get("rmc_keep_best", {})
+    if "best_perplexity" in stopped:  # the RMC's recipe with early stopping, once that run has finished
+        rows.append(("RMC, PTB, with early stopping", "test perplexity of the best validation round, "
+                     "RMC / Zaremba et al.'s small LSTM (its last round)",
+                     f"{stopped['best_perplexity']:.1f} / {perplexity(lstm)} (RMC's round at "
+                     f"{stopped['best_minutes']:.0f} of {stopped['minutes']:.0f} training min, "
+                     f"{stopped['best_val_perplexity']:.1f} validation)",
+                     "", "", "ptb_lm_fair.json"))
     speed = _load("lm_speed.json")
     machine = max(speed["matmul_gflops"].values())
     by_model = {(r["backend"], r["mode"], r["model"]): r for r in speed["rows"].values()}

@@ -55,3 +55,51 @@ def test_command_for_writes_only_what_differs_from_the_defaults():
                 "jit_compile": False, "threads": 1, "tasks": [1, 2], "results": "x.json"}
     assert report.command_for("babi_entnet", recorded) == (
         "python -m bench.babi_entnet --schedule cyclic --tied-keys --weight-decay 0.02 --no-jit-compile --threads 1")
+
+
+def _summary_with(monkeypatch, changes):
+    """The README's summary table with some results files' JSON changed by `changes[name](json)`."""
+    load = report._load
+
+    def patched(name):
+        results = load(name)
+        return changes[name](results) if name in changes else results
+
+    monkeypatch.setattr(report, "_load", patched)
+    return report.summary()
+
+
+def _row(summary, title):
+    return next(line for line in summary.splitlines() if line.startswith(f"| {title} |"))
+
+
+def test_the_small_nth_farthest_row_takes_the_best_rmc_at_the_lstms_training_time(monkeypatch):
+    def add_rmcs(results):
+        results["args"]["rmc_better"] = {**results["args"]["rmc_farthest"], "name": "rmc_better"}
+        results["rmc_better"] = {**results["rmc_farthest"], "accuracy": 99.0, "minutes": 84.1, "complete": True}
+        results["args"]["rmc_short"] = {**results["args"]["rmc_farthest"], "name": "rmc_short"}
+        results["rmc_short"] = {**results["rmc_farthest"], "accuracy": 100.0, "minutes": 40.0}  # not at 84 min
+        return results
+
+    row = _row(_summary_with(monkeypatch, {"nth_farthest_4objects.json": add_rmcs}),
+               "RMC, Nth Farthest, 4 objects of 4 features, farthest only")
+    lstm = max(run["accuracy"] for name, run in report._load("nth_farthest_4objects.json").items()
+               if name.startswith("lstm") and run.get("complete"))
+    assert f"| 99.0% / {lstm:.1f}% (84 / " in row and "best of 2 RMC and" in row
+
+
+def test_the_ptb_early_stopping_row_appears_once_the_keep_best_run_has_finished(monkeypatch):
+    def finish(results):
+        results["rmc_keep_best"].update(complete=True, perplexity=150.0, best_perplexity=105.4, best_minutes=61.2,
+                                        best_val_perplexity=109.9, minutes=95.0)
+        return results
+
+    def unfinish(results):
+        results["rmc_keep_best"] = {k: v for k, v in results["rmc_keep_best"].items() if not k.startswith("best_")}
+        return results
+
+    title = "RMC, PTB, with early stopping"
+    lstm = report._load("ptb_lm_fair.json")["lstm_zaremba_small"]["perplexity"]
+    row = _row(_summary_with(monkeypatch, {"ptb_lm_fair.json": finish}), title)
+    assert f"| 105.4 / {lstm:.1f} (RMC's round at 61 of 95 training min, 109.9 validation) |" in row
+    assert f"| {title} |" not in _summary_with(monkeypatch, {"ptb_lm_fair.json": unfinish})
