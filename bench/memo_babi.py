@@ -553,6 +553,34 @@ def over_training_markdown(curve, facts=None, every=20.0):
     return "\n".join(lines)
 
 
+def at_equal_examples(runs):
+    """Runs of one recipe with different seeds, each at the round where the run with the fewest training
+    examples stopped (training minutes differ between machines; examples do not). Returns the examples
+    and, by seed, `(seed, curve entry, Spearman of hops and supporting facts, the same over the solved
+    tasks)`; `runs` are results files recorded with per-round hops."""
+    examples = min(run["curve"][-1]["examples"] for run in runs)
+    rows = []
+    for run in sorted(runs, key=lambda run: run["args"]["seed"]):
+        e = [e for e in run["curve"] if e["examples"] <= examples][-1]
+        tasks = {t: {"error": errors[0], "hops": e["task_hops"][t]} for t, errors in e["task_errors"].items()}
+        facts = run["supporting_facts"]
+        rows.append((run["args"]["seed"], e, hops_spearman(tasks, facts), solved_hops_spearman(tasks, facts)))
+    return examples, rows
+
+
+def seeds_markdown(runs):
+    """`at_equal_examples(runs)` as a table: mean error, tasks under 5% and the Spearman of hops and
+    supporting facts, over all and over the solved tasks, per seed."""
+    examples, rows = at_equal_examples(runs)
+    lines = [f"Per seed, at {examples:,d} training examples (the shortest run's last round):", "",
+             "| seed | round | training minutes | mean error % | tasks under 5% "
+             "| Spearman of hops and supporting facts | the same, solved tasks only |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {seed} | {e['round']} | {e['minutes']:.1f} | {e['mean_error']:.2f} | {e['solved']} | "
+              f"{cell(rho)} | {cell(solved_rho)} |" for seed, e, rho, solved_rho in rows]
+    return "\n".join(lines)
+
+
 def speed_markdown(results):
     """`--speed`: examples/s of the training step by input path."""
     rates = results["examples_per_s"]

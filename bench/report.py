@@ -47,6 +47,7 @@ class Entry:
     command: str = ""  # for files that do not record their arguments
     headline: bool = False
     picture: str = ""
+    seed_of: str = ""  # the results file of the same recipe with another seed: compared at equal examples
 
     @property
     def anchor(self):
@@ -138,6 +139,9 @@ def render(entry):
     if entry.note:
         lines += [entry.note, ""]
     lines += [table(results), ""]
+    if entry.seed_of:
+        module = importlib.import_module(f"bench.{entry.bench}")
+        lines += [module.seeds_markdown([_load(entry.seed_of), results]), ""]
     if entry.picture:
         lines += [f"![{entry.title}](../bench/results/{entry.picture})", ""]
     return "\n".join(lines)
@@ -157,6 +161,11 @@ def page():
 
 def _load(name):
     return json.loads((RESULTS_DIR / name).read_text())
+
+
+def _rho(rho):
+    """A Spearman correlation for the summary: '-' where it is undefined."""
+    return "-" if rho is None else f"{rho:.2f}"
 
 
 def _link(name):
@@ -210,9 +219,18 @@ def summary():
         rho = memo_babi.hops_spearman(joint["tasks"], joint["supporting_facts"])
         state = "" if joint["complete"] else f" of {joint['args']['budget_minutes']:.0f}, unfinished"
         rows.append((title, "tasks solved, mean error; Spearman of hops and supporting facts",
-                     f"{joint['solved']}/20, {joint['mean_error']:.1f}%; {'-' if rho is None else f'{rho:.2f}'}"
+                     f"{joint['solved']}/20, {joint['mean_error']:.1f}%; {_rho(rho)}"
                      + (f" ({joint['minutes']:.0f} training min{state})" if minutes else ""),
                      f"{memo_babi.PAPER['MEMO'][1]}/20, {memo_babi.PAPER['MEMO'][0]}%", "", name))
+    examples, seeds = memo_babi.at_equal_examples([_load("memo_babi_task_repeats.json"),
+                                                    _load("memo_babi_task_repeats_seed1.json")])
+    rows.append(("MEMO, joint bAbI, tasks 17 and 19 repeated, halting on distance and entropy, per seed",
+                 "tasks solved, mean error; Spearman of hops and supporting facts, at equal training examples",
+                 "; ".join(f"seed {seed}: {e['solved']}/20, {e['mean_error']:.1f}%, "
+                           f"{_rho(rho)}" for seed, e, rho, _ in seeds)
+                 + f" ({examples / 1e6:.2f} M examples)",
+                 f"{memo_babi.PAPER['MEMO'][1]}/20, {memo_babi.PAPER['MEMO'][0]}%", "",
+                 "memo_babi_task_repeats_seed1.json"))
     nth = _load("nth_farthest.json")
     rows.append(("RMC, Nth Farthest", "accuracy, RMC / LSTM",
                  f"{nth['rmc']['accuracy']:.1f}% / {nth['lstm']['accuracy']:.1f}% "

@@ -263,3 +263,28 @@ def test_a_resumed_model_takes_the_runs_supervision_flags(data, capsys):
     assert "attention supervision 1 on 2 hop(s) -> 0 on 1" in capsys.readouterr().out
     with pytest.raises(SystemExit, match=r"supervised_hops must be an int in \[1, max_hops=2\]; got 3"):
         memo_babi.apply_supervision_arguments(model, argparse.Namespace(attention_supervision=1.0, supervised_hops=3))
+
+
+def test_seeds_are_compared_at_the_shortest_runs_examples():
+    facts = {"1": 1.0, "2": 2.0, "3": 3.0, "4": 1.0}
+
+    def run(seed, rounds, hops):
+        curve = [{"round": i, "minutes": 2.0 * (i + 1) * (seed + 1), "examples": 1000 * (i + 1),
+                  "mean_error": 30.0 - i - seed, "solved": i,
+                  "task_errors": {"1": [0.0, 0.0], "2": [1.0, 0.0], "3": [10.0 * i, 0.0], "4": [2.0, 0.0]},
+                  "task_hops": dict(zip(facts, hops))} for i in range(rounds)]
+        return {"args": {"seed": seed}, "supporting_facts": facts, "curve": curve}
+
+    # seed 1 is on a slower machine: its three rounds take longer than seed 0's five
+    table = memo_babi.seeds_markdown([run(1, 3, (1.0, 2.0, 3.0, 1.5)), run(0, 5, (3.0, 2.0, 1.0, 2.5))])
+    table = table.splitlines()
+    assert table[0].startswith("Per seed, at 3,000 training examples")
+    # both at round 2 (3,000 examples), where task 3 (20% error) is unsolved. Seed 0: hops (3, 2, 1, 2.5)
+    # rank (4, 2, 1, 3) against the facts' (1.5, 3, 4, 1.5); solved tasks 1, 2, 4: (3, 1, 2) against (1.5, 3, 1.5)
+    every, solved = (np.corrcoef(*ranks)[0, 1] for ranks in (([4, 2, 1, 3], [1.5, 3, 4, 1.5]),
+                                                              ([3, 1, 2], [1.5, 3, 1.5])))
+    # seed 1: hops (1, 2, 3, 1.5) rank (1, 3, 4, 2); solved: (1, 3, 2) against (1.5, 3, 1.5)
+    every1, solved1 = (np.corrcoef(*ranks)[0, 1] for ranks in (([1, 3, 4, 2], [1.5, 3, 4, 1.5]),
+                                                                ([1, 3, 2], [1.5, 3, 1.5])))
+    assert table[4:] == [f"| 0 | 2 | 6.0 | 28.00 | 2 | {every:.2f} | {solved:.2f} |",
+                         f"| 1 | 2 | 12.0 | 27.00 | 2 | {every1:.2f} | {solved1:.2f} |"]
