@@ -40,6 +40,8 @@ from bench.results import RESULTS_DIR, cell, read_results  # noqa: E402
 from bench.timing import seconds_for_steps  # noqa: E402
 from keras_relmem.data.renaming import INTERCHANGEABLE_WORDS  # noqa: E402
 
+# --tasks chooses the tasks one model trains on, so the results page's commands keep it
+IN_COMMAND = {"tasks"}
 RESULTS = RESULTS_DIR / "memo_babi.json"
 SPEED_RESULTS = RESULTS_DIR / "memo_babi_speed.json"
 # Banino et al. 2020, Table 3 (joint bAbI 10k): mean test error (%) and tasks solved.
@@ -67,7 +69,8 @@ def parse_args(argv=None):
     parser.add_argument("--memory-size", type=int, default=320,
                         help="most recent sentences kept per story (320 keeps every story whole)")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--learning-rate", type=float, default=1e-3, help="Adam's rate for MEMO")
+    parser.add_argument("--learning-rate", type=float, default=1e-3,
+                        help="Adam's rate for MEMO (a resumed run goes on at this rate)")
     parser.add_argument("--clipnorm", type=float, default=10.0, help="gradient-norm clip of each variable")
     parser.add_argument("--weight-decay", type=float, default=0.0,
                         help="AdamW's decoupled weight decay on MEMO's weights (0: plain Adam; the halting "
@@ -345,6 +348,7 @@ def run(args):
     def resume(model):
         apply_halting_arguments(model, args)  # read when the training step is traced
         apply_supervision_arguments(model, args)
+        apply_learning_rate(model, args)
         if args.reset_halting:
             reset_halting_network(model)
             print(f"halting network re-initialised, gamma {args.gamma}", flush=True)
@@ -416,6 +420,18 @@ def apply_supervision_arguments(model, args):
     if before != (model.attention_supervision, model.supervised_hops):
         print(f"attention supervision {before[0]:g} on {before[1]} hop(s) -> "
               f"{args.attention_supervision:g} on {args.supervised_hops}", flush=True)
+
+
+def apply_learning_rate(model, args):
+    """Give a resumed model's Adam the run's --learning-rate: a run can go on at another rate (after its
+    supervision is withdrawn, say) without losing the optimizer's moments."""
+    import keras
+
+    rate = model.optimizer.learning_rate  # MEMO's Adam's, not the halting network's RMSProp's
+    before = float(keras.ops.convert_to_numpy(rate))
+    if abs(before - args.learning_rate) > 1e-6 * max(before, args.learning_rate):
+        rate.assign(args.learning_rate)
+        print(f"learning rate {before:g} -> {args.learning_rate:g}", flush=True)
 
 
 def linear_start_until(model, index, rounds):
@@ -547,10 +563,17 @@ def over_training_markdown(curve, facts=None, every=20.0):
              "| Spearman of hops and supporting facts | the same, solved tasks only |",
              "|---|---|---|---|---|---|"]
     for e in rows:
-        tasks = {t: {"error": errors[0], "hops": e["task_hops"][t]} for t, errors in e["task_errors"].items()}
+        rho, solved_rho = round_spearmans(e, facts)
         lines.append(f"| {e['minutes']:.0f} | {e['mean_error']:.2f} | {e['solved']} | {e['train_hops']:.2f} | "
-                     f"{cell(hops_spearman(tasks, facts))} | {cell(solved_hops_spearman(tasks, facts))} |")
+                     f"{cell(rho)} | {cell(solved_rho)} |")
     return "\n".join(lines)
+
+
+def round_spearmans(entry, facts):
+    """The Spearman of a curve entry's per-task hops and the supporting facts `{task: mean facts}`, over
+    all tasks and over the tasks that round solved."""
+    tasks = {t: {"error": errors[0], "hops": entry["task_hops"][t]} for t, errors in entry["task_errors"].items()}
+    return hops_spearman(tasks, facts), solved_hops_spearman(tasks, facts)
 
 
 def at_equal_examples(runs):
@@ -562,9 +585,7 @@ def at_equal_examples(runs):
     rows = []
     for run in sorted(runs, key=lambda run: run["args"]["seed"]):
         e = [e for e in run["curve"] if e["examples"] <= examples][-1]
-        tasks = {t: {"error": errors[0], "hops": e["task_hops"][t]} for t, errors in e["task_errors"].items()}
-        facts = run["supporting_facts"]
-        rows.append((run["args"]["seed"], e, hops_spearman(tasks, facts), solved_hops_spearman(tasks, facts)))
+        rows.append((run["args"]["seed"], e, *round_spearmans(e, run["supporting_facts"])))
     return examples, rows
 
 

@@ -265,6 +265,17 @@ def test_a_resumed_model_takes_the_runs_supervision_flags(data, capsys):
         memo_babi.apply_supervision_arguments(model, argparse.Namespace(attention_supervision=1.0, supervised_hops=3))
 
 
+def test_a_resumed_model_goes_on_at_the_runs_learning_rate(data, capsys):
+    model = memo_babi.build(memo_babi.parse_args(SMALL), data)
+    memo_babi.apply_learning_rate(model, memo_babi.parse_args([*SMALL, "--learning-rate", "1e-4"]))
+    assert "learning rate 0.001 -> 0.0001" in capsys.readouterr().out
+    # MEMO's Adam moves; the halting network's RMSProp keeps its own rate
+    assert np.isclose(float(model.optimizer.first.learning_rate.numpy()), 1e-4)
+    assert np.isclose(float(model.halting_optimizer.learning_rate.numpy()), model.halting_learning_rate)
+    memo_babi.apply_learning_rate(model, memo_babi.parse_args([*SMALL, "--learning-rate", "1e-4"]))
+    assert capsys.readouterr().out == ""
+
+
 def test_seeds_are_compared_at_the_shortest_runs_examples():
     facts = {"1": 1.0, "2": 2.0, "3": 3.0, "4": 1.0}
 
