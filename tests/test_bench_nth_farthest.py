@@ -2,9 +2,12 @@
 
 import json
 
+import pytest
+
 from bench import nth_farthest
 
 
+@pytest.mark.slow  # minutes of training; the curriculum test runs the bench in the default suite
 def test_named_small_task_run(tmp_path):
     results = tmp_path / "nf.json"
     common = ["--num-objects", "4", "--num-features", "4", "--steps-per-round", "2", "--batch-size", "8",

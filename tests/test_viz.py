@@ -90,7 +90,9 @@ def test_training_curves(tmp_path):
 
 
 @needs_data
-@pytest.mark.parametrize("model", ["entnet", "memo", "rmc"])
+# EntNet by default; MEMO and the RMC (the same script, their probes tested above) with `-m slow`.
+@pytest.mark.parametrize("model", ["entnet", pytest.param("memo", marks=pytest.mark.slow),
+                                   pytest.param("rmc", marks=pytest.mark.slow)])
 def test_train_babi_plot_and_explain(model, tmp_path, capsys):
     summary = babi_task.run(["--model", model, "--task", "1", "--epochs", "1", "--max-steps", "3",
                              "--embedding-dim", "16", "--workdir", str(tmp_path), "--verbose", "0",

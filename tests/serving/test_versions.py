@@ -39,7 +39,9 @@ def _newest(client, name):
     return newest["version"], newest["state"]
 
 
-@pytest.mark.parametrize("batching", [None, {"max_batch_size": 8, "batch_timeout_micros": 5000}],
+# The batched server (the more moving parts) by default; the unbatched one with `-m slow`.
+@pytest.mark.parametrize("batching", [pytest.param(None, marks=pytest.mark.slow),
+                                      {"max_batch_size": 8, "batch_timeout_micros": 5000}],
                          ids=["unbatched", "batched"])
 def test_hot_swap_under_concurrent_load_fails_no_request(exports, tmp_path, batching):
     base = _copy_model(exports, tmp_path)

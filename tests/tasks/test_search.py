@@ -78,6 +78,7 @@ def test_bad_arguments(tmp_path, capsys):
         search.run(["--tuner", "grid"])
 
 
+@pytest.mark.slow  # three processes; tests/tasks/test_distribute.py covers multi-worker training by default
 def test_distributed_chief_and_two_workers(tmp_path):
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

@@ -23,7 +23,9 @@ pytestmark = pytest.mark.skipif(
 TINY = ["--epochs", "2", "--max-steps", "3", "--batch-size", "16", "--verbose", "0"]
 
 
-@pytest.mark.parametrize("model", ["entnet", "rmc", "lstm", "memo"])
+# EntNet and MEMO by default; the RMC and LSTM runs (the same script and export) with `-m slow`.
+@pytest.mark.parametrize("model", ["entnet", pytest.param("rmc", marks=pytest.mark.slow),
+                                   pytest.param("lstm", marks=pytest.mark.slow), "memo"])
 def test_tiny_run_writes_table_json_and_a_servable_export(model, tmp_path, capsys):
     tied = ["--tied-keys"] if model == "entnet" else []  # the authors' -tied 1 through to the export
     summary = babi_task.run(
@@ -99,6 +101,7 @@ def test_schedules_set_the_rate_each_epoch_records(schedule, tmp_path):
         np.testing.assert_allclose(rates, [0.01] * 3, rtol=1e-6)
 
 
+@pytest.mark.slow  # trains on all 20 tasks
 def test_joint_training_reports_every_task(tmp_path, capsys):
     summary = babi_task.run(
         [

@@ -21,7 +21,10 @@ TINY_RMC = ["--embedding-dim", "16", "--head-size", "8", "--num-heads", "2", "--
 
 
 @needs_data
-@pytest.mark.parametrize("model,sizes", [("rmc", TINY_RMC), ("lstm", ["--embedding-dim", "16", "--units", "24"])])
+# The RMC run is slow (its graph traced for training, evaluation and export); the LSTM run covers the
+# script by default and tests/models the RMC language model.
+@pytest.mark.parametrize("model,sizes", [pytest.param("rmc", TINY_RMC, marks=pytest.mark.slow),
+                                         ("lstm", ["--embedding-dim", "16", "--units", "24"])])
 def test_lm_tiny_run_reports_perplexity_and_exports(model, sizes, tmp_path, capsys):
     results = lm_task.run(
         ["--model", model, "--epochs", "2", "--max-steps", "2", "--batch-size", "4", "--bptt", "10",
@@ -98,6 +101,7 @@ def test_lm_flags_are_checked(capsys, tmp_path):
     assert "No ptb train file" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a training run; tests/test_bench_nth_farthest.py trains the same model by default
 def test_nth_farthest_tiny_run_reports_accuracy_curve(tmp_path, capsys):
     results = nth_farthest.run(
         ["--epochs", "2", "--train-examples", "256", "--test-examples", "64", "--mem-slots", "2",
