@@ -104,9 +104,10 @@ def command_for(bench, recorded):
     """The shortest `python -m bench.<name> ...` whose parsed arguments give `recorded` (as far as flags
     can: values a bench derives, such as MEMO's default hops, follow from the others)."""
     module = importlib.import_module(f"bench.{bench}")
+    left_out = not_in_command(bench)
     tokens = []
     for key, value in recorded.items():
-        if key in not_in_command(bench):
+        if key in left_out:
             continue
         parsed = _parses(module.parse_args, tokens)
         if parsed.get(key, value) == value or key not in parsed:
