@@ -92,6 +92,10 @@ def parse_args(argv=None):
     parser.add_argument("--logit-scale", type=float, default=None,
                         help="MEMO(logit_scale=S): attention logits are the cosine of key and query times a learned "
                              "scale per head starting at S, so the softmax can neither saturate nor start flat")
+    parser.add_argument("--coverage-penalty", type=float, default=0.0,
+                        help="MEMO(coverage_penalty=C): each hop's logits lose C times the attention its head put on "
+                             "each fact at the hops before, so a hop reads a fact not read yet (a chain of facts, "
+                             "task 16's); 0: off, the paper's")
     parser.add_argument("--sum-fact-items", action="store_true",
                         help="MEMOClassifier(sum_fact_items=True): each sentence's words summed into one item, as "
                              "end-to-end memory networks' bag of words (far fewer weights per fact to memorise with)")
@@ -136,6 +140,8 @@ def parse_args(argv=None):
     for flag in ("dropout", "time_noise"):
         if not 0 <= getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')} must be in [0, 1); got {getattr(args, flag)}")
+    if args.coverage_penalty < 0:
+        parser.error(f"--coverage-penalty must be >= 0; got {args.coverage_penalty}")
     if args.logit_scale is not None and args.logit_scale <= 0:
         parser.error(f"--logit-scale must be > 0; got {args.logit_scale}")
     if args.attention_supervision < 0:
@@ -190,7 +196,8 @@ def build(args, data):
         key_size=args.key_size, max_hops=args.max_hops,
         attention_dropout=args.dropout, answer_dropout=args.dropout, linear_start=args.linear_start_rounds > 0,
         bag_init=args.bag_init, share_hop_weights=not args.per_hop_weights,
-        logit_scale=args.logit_scale, sum_fact_items=args.sum_fact_items, time_encoding=not args.no_time,
+        logit_scale=args.logit_scale, coverage_penalty=args.coverage_penalty,
+        sum_fact_items=args.sum_fact_items, time_encoding=not args.no_time,
         attention_supervision=args.attention_supervision, supervised_hops=args.supervised_hops,
         **halting_settings(args),
     )

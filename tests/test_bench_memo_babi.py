@@ -157,6 +157,7 @@ def test_per_hop_logit_scale_and_summed_facts_reach_memo(data):
     assert not model.memo.share_hop_weights and len(model.memo.hop_projections) == model.memo.max_hops
     assert memo_babi.build(memo_babi.parse_args(SMALL), data).memo.share_hop_weights
     assert memo_babi.build(memo_babi.parse_args([*SMALL, "--logit-scale", "3"]), data).memo.logit_scale == 3.0
+    assert memo_babi.build(memo_babi.parse_args([*SMALL, "--coverage-penalty", "5"]), data).memo.coverage_penalty == 5
     summed = memo_babi.build(memo_babi.parse_args([*SMALL, "--sum-fact-items"]), data)
     assert summed.sum_fact_items and summed.memo.key_projection.kernel.shape[0] == 2 * 8  # words + time item
 
@@ -189,7 +190,7 @@ def test_linear_start_rounds_then_the_softmax(data):
 
 @pytest.mark.parametrize("flag, value", [("--weight-decay", "-0.1"), ("--dropout", "1.0"), ("--time-noise", "-0.1"),
                                          ("--linear-start-rounds", "-1"),
-                                         ("--embedding-stddev", "0")])
+                                         ("--embedding-stddev", "0"), ("--coverage-penalty", "-1")])
 def test_bad_regularisation_flags_are_refused(flag, value, capsys):
     with pytest.raises(SystemExit):
         memo_babi.parse_args([flag, value])

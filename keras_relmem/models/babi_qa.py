@@ -44,6 +44,7 @@ DEFAULTS = {
         "bag_init": False,
         "share_hop_weights": True,
         "logit_scale": None,
+        "coverage_penalty": 0.0,
         "sum_fact_items": False,
         "time_encoding": True,
     },

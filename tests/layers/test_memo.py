@@ -40,11 +40,12 @@ def make_memo(**kwargs):
     return memo
 
 
-def np_hop(w, facts, query, mask, linear=False, state=None):
+def np_hop(w, facts, query, mask, linear=False, state=None, coverage=None, penalty=0.0):
     """One MEMO hop from Banino et al. 2020, §2.2 (eqs. 5-10, with our per-head bilinear W_h), in NumPy:
     returns the initial query, each head's softmax attention, the new query and the answer logits.
     `linear`: the reads weight the values by the masked scores themselves, no softmax (Sukhbaatar et al.
-    2015, §4.2, linear start). `state`: the query after the last hop (default: hop 1's, from `query`)."""
+    2015, §4.2, linear start). `state`: the query after the last hop (default: hop 1's, from `query`).
+    `coverage (B, H, I)`: the attention of the hops before, taken off the scores times `penalty`."""
     flat = facts.reshape(B, I, S * DC)
     q0 = query.reshape(B, -1) @ w["query0/kernel"] if state is None else state
     reads, attention = [], []
@@ -53,6 +54,8 @@ def np_hop(w, facts, query, mask, linear=False, state=None):
         v = flat @ w["values/kernel"][:, h * D : (h + 1) * D]
         q = q0[:, h * D : (h + 1) * D]
         scores = np.einsum("bid,de,be->bi", k, w["W_h"][h], q) / np.sqrt(D)
+        if coverage is not None:
+            scores = scores - penalty * coverage[:, h]
         attention.append(np_softmax(np.where(mask, scores, -1e9)))
         weights = np.where(mask, scores, 0.0) if linear else attention[-1]
         reads.append(np.einsum("bi,bid->bd", weights, v))
@@ -173,6 +176,44 @@ def test_logit_scale_takes_the_cosine_of_key_and_query_times_a_learned_scale():
     assert not hasattr(make_memo(halting=None), "scale")
     with pytest.raises(ValueError, match="logit_scale must be"):
         MEMO(2, logit_scale=0.0)
+
+
+def test_coverage_penalty_takes_the_earlier_hops_attention_off_the_logits():
+    # Tu et al. 2016, §3: coverage C_t = sum of the attention of steps before t; ours enters hop t's logits as
+    # -penalty * C_t, per head and fact, on top of eq. 6's k^T W_h q / sqrt(d).
+    penalty = 3.0
+    memo = make_memo(halting=None, coverage_penalty=penalty)
+    randomize_weights(memo, seed=7)
+    w = weights_by_name(memo)
+    facts, query = inputs(2)
+    out = memo.unrolled([facts, query], mask=MASK)
+    state, coverage = None, np.zeros((B, H, I))
+    for t in range(memo.max_hops):
+        _, attention, state, answer = np_hop(w, facts, query, MASK, state=state, coverage=coverage, penalty=penalty)
+        assert_close(out["attention"][:, t], attention, atol=1e-5)
+        assert_close(out["answer_logits"][:, t], answer, atol=1e-4)
+        coverage = coverage + attention
+    logits, _ = memo([facts, query], mask=MASK)  # the inference loop carries the same coverage
+    assert_close(logits, answer, atol=1e-4)
+    # the penalty changed the later hops: without it hop 2 reads otherwise
+    plain = np_hop(w, facts, query, MASK, state=np_hop(w, facts, query, MASK)[2])[1]
+    assert not np.allclose(plain, out["attention"][:, 1], atol=1e-3)
+    assert MEMO.from_config(memo.get_config()).coverage_penalty == penalty
+    assert make_memo().coverage_penalty == 0.0
+    with pytest.raises(ValueError, match="coverage_penalty must be >= 0"):
+        MEMO(2, coverage_penalty=-1.0)
+
+
+def test_coverage_penalty_reaches_the_reinforce_inference_loop():
+    # with halting the adaptive loop carries the coverage too: a policy that never halts answers as hop N
+    memo = make_memo(halting="reinforce", coverage_penalty=2.0)
+    randomize_weights(memo, seed=8)
+    memo.policy.halt.kernel.assign(np.zeros(memo.policy.halt.kernel.shape, "float32"))
+    memo.policy.halt.bias.assign(np.full(memo.policy.halt.bias.shape, -30.0, "float32"))  # P(halt) ~ 1e-13
+    facts, query = inputs(3)
+    logits, hops = memo([facts, query], mask=MASK)
+    assert np.all(np.asarray(hops) == memo.max_hops)
+    assert_close(logits, memo.unrolled([facts, query], mask=MASK)["answer_logits"][:, -1], atol=1e-4)
 
 
 def test_bhattacharyya_distance_matches_numpy():
