@@ -180,6 +180,11 @@ def _entry(name):
     return next(entry for section in CATALOGUE for entry in section.entries if entry.name == name)
 
 
+def _with_its_seed_of(name):
+    """The results of the run the catalogue names as `name`'s `seed_of`, then `name`'s own."""
+    return [_load(_entry(name).seed_of), _load(name)]
+
+
 def _link(name):
     """A link to the results page's table of results file `name`, under its catalogue title."""
     entry = _entry(name)
@@ -234,16 +239,16 @@ def summary():
                      f"{joint['solved']}/20, {joint['mean_error']:.1f}%; {_rho(rho)}"
                      + (f" ({joint['minutes']:.0f} training min{state})" if minutes else ""),
                      f"{memo_babi.PAPER['MEMO'][1]}/20, {memo_babi.PAPER['MEMO'][0]}%", "", name))
-    second_seed = "memo_babi_task_repeats_seed1.json"  # compared with the run the catalogue names as its seed_of
-    examples, seeds = memo_babi.at_equal_examples([_load(_entry(second_seed).seed_of), _load(second_seed)])
+    second_seed = "memo_babi_task_repeats_seed1.json"
+    examples, seeds = memo_babi.at_equal_examples(_with_its_seed_of(second_seed))
     rows.append(("MEMO, joint bAbI, tasks 17 and 19 repeated, halting on distance and entropy, per seed",
                  "tasks solved, mean error; Spearman of hops and supporting facts, at equal training examples",
                  "; ".join(f"seed {seed}: {e['solved']}/20, {e['mean_error']:.1f}%, "
                            f"{_rho(rho)}" for seed, e, rho, _ in seeds)
                  + f" ({examples / 1e6:.2f} M examples)",
                  f"{memo_babi.PAPER['MEMO'][1]}/20, {memo_babi.PAPER['MEMO'][0]}%", "", second_seed))
-    alone = "memo_babi_task16_coverage5_lr1e-4_max_hops5_seed1.json"  # and the run the catalogue names its seed_of
-    runs = [_load(_entry(alone).seed_of), _load(alone)]
+    alone = "memo_babi_task16_coverage5_lr1e-4_max_hops5_seed1.json"
+    runs = _with_its_seed_of(alone)
     rows.append(("MEMO, bAbI task 16 alone, coverage penalty 5, Adam 1e-4, per seed",
                  "test error, no supervision of the attention (every earlier recipe: 50-58%)",
                  " / ".join(f"{run['tasks']['16']['error']:.1f}%" for run in runs)
