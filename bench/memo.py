@@ -8,6 +8,8 @@ trained MEMO; and batched inference that returns each example's hops.
 import keras
 import numpy as np
 
+from keras_relmem.models.memo import ANSWER_LOSSES
+
 
 def add_halting_arguments(parser):
     """MEMO's REINFORCE options the benches share: --answer-loss, --gamma, --beta, --halting-inputs.
@@ -16,9 +18,10 @@ def add_halting_arguments(parser):
     one hop on joint bAbI and on PAI (MEMOClassifier's own defaults,
     "visited" and 0.9, did collapse it: docs/results.md, the PAI and joint bAbI experiments).
     """
-    parser.add_argument("--answer-loss", choices=("all", "visited", "last"), default="all",
+    parser.add_argument("--answer-loss", choices=ANSWER_LOSSES, default="all",
                         help="hops whose answers the cross-entropy trains (MEMOClassifier's answer_loss); "
-                             "'visited' let the policy collapse to one hop; 'last' trains hop N's alone")
+                             "'visited' let the policy collapse to one hop; 'last' trains hop N's alone, "
+                             "'halted' the sampled halting hop's, 'halted+last' both")
     parser.add_argument("--gamma", type=float, default=1.0,
                         help="REINFORCE discount (MEMOClassifier's default 0.9 is a 10%%-per-hop cost that made "
                              "one hop pay on the easy queries); set on a resumed model too")
@@ -69,6 +72,24 @@ def hold_halting_until(model, index, warmup_rounds):
     if getattr(model, "halting_optimizer", None) is not None:
         rate = 0.0 if index < warmup_rounds else model.halting_learning_rate
         model.halting_optimizer.learning_rate.assign(rate)
+
+
+def answer_loss_for_round(model, index, warmup_rounds, warmup_loss, loss):
+    """Train round `index` with `warmup_loss` while the halting network waits, then with `loss`.
+
+    A chain of facts (bAbI task 16) is found only while no early hop is
+    trained to answer, and an early hop must be trained to answer before the
+    policy can learn to stop there: the two phases give each its turn. A
+    change drops the traced training step, which read the old loss. No-op
+    without `warmup_loss` or a REINFORCE halting network.
+    """
+    if not warmup_loss or getattr(model, "halting_optimizer", None) is None:
+        return
+    wanted = warmup_loss if index < warmup_rounds else loss
+    if model.answer_loss != wanted:
+        print(f"round {index}: answer loss {model.answer_loss} -> {wanted}", flush=True)
+        model.answer_loss = wanted
+        model.train_function = None
 
 
 def warm_start_memo(model, path):

@@ -35,10 +35,17 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from bench.budget import train_within_budget  # noqa: E402
 from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
-from bench.memo import add_halting_arguments, apply_halting_arguments, halting_settings, hold_halting_until  # noqa: E402
+from bench.memo import (  # noqa: E402
+    add_halting_arguments,
+    answer_loss_for_round,
+    apply_halting_arguments,
+    halting_settings,
+    hold_halting_until,
+)
 from bench.results import RESULTS_DIR, cell, read_results  # noqa: E402
 from bench.timing import seconds_for_steps  # noqa: E402
 from keras_relmem.data.renaming import INTERCHANGEABLE_WORDS  # noqa: E402
+from keras_relmem.models.memo import ANSWER_LOSSES  # noqa: E402
 
 # --tasks chooses the tasks one model trains on, so the results page's commands keep it
 IN_COMMAND = {"tasks"}
@@ -121,6 +128,10 @@ def parse_args(argv=None):
     parser.add_argument("--halting-warmup-rounds", type=int, default=10,
                         help="rounds before the halting network starts learning")
     add_halting_arguments(parser)
+    parser.add_argument("--warmup-answer-loss", choices=ANSWER_LOSSES, default=None,
+                        help="the answer loss of the --halting-warmup-rounds rounds (default: --answer-loss "
+                             "throughout); e.g. 'last' while a chain of facts is found, then --answer-loss "
+                             "'halted+last' once the policy learns where to stop")
     parser.add_argument("--reset-halting", action="store_true",
                         help="re-initialise the halting network of a resumed MEMO before this sitting trains "
                              "(e.g. after it collapsed under another --gamma)")
@@ -362,6 +373,7 @@ def run(args):
 
     def train_round(model, index):
         hold_halting_until(model, index, args.halting_warmup_rounds)
+        answer_loss_for_round(model, index, args.halting_warmup_rounds, args.warmup_answer_loss, args.answer_loss)
         linear_start_until(model, index, args.linear_start_rounds)
         ds = train_dataset(data, args, seed=args.seed * 1000 + index, buckets=not args.no_buckets)
         start = time.perf_counter()

@@ -300,3 +300,26 @@ def test_seeds_are_compared_at_the_shortest_runs_examples():
                                                                 ([1, 3, 2], [1.5, 3, 1.5])))
     assert table[4:] == [f"| 0 | 2 | 6.0 | 28.00 | 2 | {every:.2f} | {solved:.2f} |",
                          f"| 1 | 2 | 12.0 | 27.00 | 2 | {every1:.2f} | {solved1:.2f} |"]
+
+
+def test_the_warmup_answer_loss_holds_until_the_halting_network_learns(data, capsys):
+    # --warmup-answer-loss last --answer-loss halted+last: hop N's answer alone while the policy waits,
+    # then the halting hop's too; each change drops the traced step, which read the old loss.
+    args = memo_babi.parse_args([*SMALL, "--warmup-answer-loss", "last", "--answer-loss", "halted+last",
+                                 "--halting-warmup-rounds", "2"])
+    model = memo_babi.build(args, data)
+    assert model.answer_loss == "halted+last"
+    seen = []
+    for index in range(4):
+        model.train_function = "traced"
+        memo_babi.answer_loss_for_round(model, index, args.halting_warmup_rounds, args.warmup_answer_loss,
+                                        args.answer_loss)
+        seen.append((model.answer_loss, model.train_function))
+    assert seen == [("last", None), ("last", "traced"), ("halted+last", None), ("halted+last", "traced")]
+    assert capsys.readouterr().out.splitlines() == ["round 0: answer loss halted+last -> last",
+                                                    "round 2: answer loss last -> halted+last"]
+    # without the flag the run's loss holds throughout
+    plain = memo_babi.parse_args([*SMALL, "--answer-loss", "last"])
+    model = memo_babi.build(plain, data)
+    memo_babi.answer_loss_for_round(model, 0, 2, plain.warmup_answer_loss, plain.answer_loss)
+    assert model.answer_loss == "last"

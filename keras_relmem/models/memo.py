@@ -26,7 +26,7 @@ TRAINING_DEFAULTS = {
     "halting_learning_rate": 1e-4,
     "ponder_cost": 0.01,
 }
-ANSWER_LOSSES = ("visited", "all", "last")
+ANSWER_LOSSES = ("visited", "all", "last", "halted", "halted+last")
 
 
 def story_time(mask):
@@ -72,8 +72,14 @@ class MEMOClassifier(keras.Model):
             `"all"` keeps every hop's answer trained, so the reward can tell
             where more hops help. `"last"` trains hop N's answer alone, so
             no earlier hop is pushed to answer before it has read what the
-            answer needs (the reward still comes from the halting hop). All
-            three cost the same: all N hops are unrolled.
+            answer needs (the reward still comes from the halting hop).
+            `"halted"` trains the sampled halting hop T's answer alone (the
+            answer the episode gives), and `"halted+last"` the mean of hop
+            T's and hop N's (hop N's once when T = N): an early hop learns to
+            answer only on the queries where the policy stops there, so
+            a query type that needs one fact can be answered at hop 1 while
+            one that needs a chain is not pulled to answer before it has
+            read it. All five cost the same: all N hops are unrolled.
         attention_supervision: float (default 0: none). With a `support`
             input (`(b, I)` ints: 0 for an ordinary fact, `r` for the `r`-th
             supporting fact, as `BabiData.arrays()["support"]`), adds this
@@ -338,6 +344,11 @@ class MEMOClassifier(keras.Model):
                 task = ops.mean(per_hop_ce)
             elif self.answer_loss == "last":
                 task = ops.mean(per_hop_ce[:, -1])
+            elif self.answer_loss in ("halted", "halted+last"):
+                at_halt = ops.cast(ops.equal(steps, ops.expand_dims(halt_hop, -1)), "float32")
+                if self.answer_loss == "halted+last":
+                    at_halt = ops.maximum(at_halt, ops.cast(ops.equal(steps, n_hops), "float32"))
+                task = ops.mean(ops.sum(per_hop_ce * at_halt, axis=1) / ops.sum(at_halt, axis=1))
             else:
                 upto = ops.cast(steps <= ops.expand_dims(halt_hop, -1), "float32")
                 task = ops.mean(ops.sum(per_hop_ce * upto, axis=1) / ops.sum(upto, axis=1))

@@ -226,10 +226,10 @@ def np_cross_entropy(logits, label):
     return -np.log(np_softmax(logits)[label])
 
 
-@pytest.mark.parametrize("answer_loss", ["visited", "all", "last"])
+@pytest.mark.parametrize("answer_loss", ["visited", "all", "last", "halted", "halted+last"])
 def test_answer_loss_trains_the_visited_or_all_hops(answer_loss):
-    """The task loss on hop-t answers: mean over t <= T ("visited"), over all N hops ("all") or hop N's
-    alone ("last")."""
+    """The task loss on hop-t answers: mean over t <= T ("visited"), over all N hops ("all"), hop N's
+    alone ("last"), the halting hop T's alone ("halted") or T's and N's ("halted+last", N once if T = N)."""
     rng = np.random.default_rng(5)
     model = MEMOClassifier(num_answers=3, answer_loss=answer_loss)
     logits = rng.normal(size=(4, 5, 3)).astype("float32")
@@ -240,7 +240,8 @@ def test_answer_loss_trains_the_visited_or_all_hops(answer_loss):
     losses = model.losses_from_outputs(out, target)
     per_example = []
     for b in range(4):
-        hops = {"visited": range(halt_hop[b]), "all": range(5), "last": [4]}[answer_loss]
+        hops = {"visited": range(halt_hop[b]), "all": range(5), "last": [4], "halted": [halt_hop[b] - 1],
+                "halted+last": sorted({halt_hop[b] - 1, 4})}[answer_loss]
         per_example.append(np.mean([np_cross_entropy(logits[b, t], target[b]) for t in hops]))
     assert_close(losses["task"], np.mean(per_example), atol=1e-5)
     # Either way the episode answers (and is rewarded) at its halting hop.
