@@ -132,6 +132,9 @@ def parse_args(argv=None):
                         help="the answer loss of the --halting-warmup-rounds rounds (default: --answer-loss "
                              "throughout); e.g. 'last' while a chain of facts is found, then --answer-loss "
                              "'halted+last' once the policy learns where to stop")
+    parser.add_argument("--answer-warmup-rounds", type=int, default=None,
+                        help="rounds trained with --warmup-answer-loss (default: --halting-warmup-rounds); fewer "
+                             "lets the early hops learn to answer before the halting network starts learning")
     parser.add_argument("--reset-halting", action="store_true",
                         help="re-initialise the halting network of a resumed MEMO before this sitting trains "
                              "(e.g. after it collapsed under another --gamma)")
@@ -148,6 +151,9 @@ def parse_args(argv=None):
         parser.error(f"--embedding-stddev must be > 0; got {args.embedding_stddev}")
     if args.linear_start_rounds < 0:
         parser.error(f"--linear-start-rounds must be >= 0; got {args.linear_start_rounds}")
+    if args.answer_warmup_rounds is not None and (args.answer_warmup_rounds < 0 or not args.warmup_answer_loss):
+        parser.error("--answer-warmup-rounds takes a count >= 0 and --warmup-answer-loss; "
+                     f"got {args.answer_warmup_rounds} with --warmup-answer-loss {args.warmup_answer_loss}")
     for flag in ("dropout", "time_noise"):
         if not 0 <= getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')} must be in [0, 1); got {getattr(args, flag)}")
@@ -373,7 +379,7 @@ def run(args):
 
     def train_round(model, index):
         hold_halting_until(model, index, args.halting_warmup_rounds)
-        answer_loss_for_round(model, index, args.halting_warmup_rounds, args.warmup_answer_loss, args.answer_loss)
+        answer_loss_for_round(model, index, answer_warmup_rounds(args), args.warmup_answer_loss, args.answer_loss)
         linear_start_until(model, index, args.linear_start_rounds)
         ds = train_dataset(data, args, seed=args.seed * 1000 + index, buckets=not args.no_buckets)
         start = time.perf_counter()
@@ -426,6 +432,11 @@ def run(args):
     )
     record(curve, complete=True, extra={"hop_errors": hop_errors(model, data, args)})
     report(args)
+
+
+def answer_warmup_rounds(args):
+    """How many rounds train with --warmup-answer-loss: --answer-warmup-rounds, or the halting warm-up's."""
+    return args.halting_warmup_rounds if args.answer_warmup_rounds is None else args.answer_warmup_rounds
 
 
 def apply_supervision_arguments(model, args):

@@ -323,3 +323,14 @@ def test_the_warmup_answer_loss_holds_until_the_halting_network_learns(data, cap
     model = memo_babi.build(plain, data)
     memo_babi.answer_loss_for_round(model, 0, 2, plain.warmup_answer_loss, plain.answer_loss)
     assert model.answer_loss == "last"
+
+
+def test_the_answer_warmup_can_end_before_the_halting_warmup(capsys):
+    args = memo_babi.parse_args([*SMALL, "--warmup-answer-loss", "last", "--answer-loss", "all",
+                                 "--halting-warmup-rounds", "8", "--answer-warmup-rounds", "4"])
+    assert memo_babi.answer_warmup_rounds(args) == 4
+    assert memo_babi.answer_warmup_rounds(memo_babi.parse_args([*SMALL, "--halting-warmup-rounds", "8"])) == 8
+    for bad in (["--answer-warmup-rounds", "4"], ["--warmup-answer-loss", "last", "--answer-warmup-rounds", "-1"]):
+        with pytest.raises(SystemExit):
+            memo_babi.parse_args([*SMALL, *bad])
+        assert "--answer-warmup-rounds takes a count >= 0 and --warmup-answer-loss" in capsys.readouterr().err
