@@ -185,6 +185,12 @@ def _with_its_seed_of(name):
     return [_load(_entry(name).seed_of), _load(name)]
 
 
+def _all_seeds_of(name):
+    """The results of run `name`, then of every catalogued run whose `seed_of` is `name`, by seed."""
+    others = [e.name for section in CATALOGUE for e in section.entries if e.seed_of == name]
+    return sorted([_load(name), *map(_load, others)], key=lambda run: run["args"]["seed"])
+
+
 def _link(name):
     """A link to the results page's table of results file `name`, under its catalogue title."""
     entry = _entry(name)
@@ -255,6 +261,14 @@ def summary():
                  + f" (seeds {' / '.join(str(run['args']['seed']) for run in runs)}; "
                  + " / ".join(f"{run['examples'] / 1e3:.0f} k" for run in runs) + " examples)",
                  "", "", alone))
+    two_phase = "memo_babi_tasks1_16_coverage5_last_then_all.json"
+    runs = _all_seeds_of(two_phase)
+    rows.append(("MEMO, bAbI tasks 1 and 16 together, coverage penalty 5, last hop's answer then every hop's, "
+                 "per seed", "test error and mean hops, task 1 (one supporting fact) / task 16 (three)",
+                 "; ".join(f"seed {run['args']['seed']}: {run['tasks']['1']['error']:.1f}% / "
+                           f"{run['tasks']['16']['error']:.1f}%, hops {run['tasks']['1']['hops']:.2f} / "
+                           f"{run['tasks']['16']['hops']:.2f}" for run in runs),
+                 "", "", two_phase))
     nth = _load("nth_farthest.json")
     rows.append(("RMC, Nth Farthest", "accuracy, RMC / LSTM",
                  f"{nth['rmc']['accuracy']:.1f}% / {nth['lstm']['accuracy']:.1f}% "
