@@ -131,7 +131,7 @@ def parse_args(argv=None):
     parser.add_argument("--warmup-answer-loss", choices=ANSWER_LOSSES, default=None,
                         help="the answer loss of the --halting-warmup-rounds rounds (default: --answer-loss "
                              "throughout); e.g. 'last' while a chain of facts is found, then --answer-loss "
-                             "'halted+last' once the policy learns where to stop")
+                             "'all' while the policy learns where to stop")
     parser.add_argument("--answer-warmup-rounds", type=int, default=None,
                         help="rounds trained with --warmup-answer-loss (default: --halting-warmup-rounds); fewer "
                              "lets the early hops learn to answer before the halting network starts learning")

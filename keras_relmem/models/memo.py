@@ -76,10 +76,11 @@ class MEMOClassifier(keras.Model):
             `"halted"` trains the sampled halting hop T's answer alone (the
             answer the episode gives), and `"halted+last"` the mean of hop
             T's and hop N's (hop N's once when T = N): an early hop learns to
-            answer only on the queries where the policy stops there, so
-            a query type that needs one fact can be answered at hop 1 while
-            one that needs a chain is not pulled to answer before it has
-            read it. All five cost the same: all N hops are unrolled.
+            answer only on the queries where the policy stops there. On
+            bAbI tasks 1 and 16 neither let the policy learn to stop early
+            (docs/results.md); `"last"` while the halting network waits,
+            then `"all"`, did. All five cost the same: all N hops are
+            unrolled.
         attention_supervision: float (default 0: none). With a `support`
             input (`(b, I)` ints: 0 for an ordinary fact, `r` for the `r`-th
             supporting fact, as `BabiData.arrays()["support"]`), adds this
@@ -340,18 +341,8 @@ class MEMOClassifier(keras.Model):
         result = {}
         if self.memo.halting == "reinforce":
             halt_hop = out["halt_hop"]
-            if self.answer_loss == "all":
-                task = ops.mean(per_hop_ce)
-            elif self.answer_loss == "last":
-                task = ops.mean(per_hop_ce[:, -1])
-            elif self.answer_loss in ("halted", "halted+last"):
-                at_halt = ops.cast(ops.equal(steps, ops.expand_dims(halt_hop, -1)), "float32")
-                if self.answer_loss == "halted+last":
-                    at_halt = ops.maximum(at_halt, ops.cast(ops.equal(steps, n_hops), "float32"))
-                task = ops.mean(ops.sum(per_hop_ce * at_halt, axis=1) / ops.sum(at_halt, axis=1))
-            else:
-                upto = ops.cast(steps <= ops.expand_dims(halt_hop, -1), "float32")
-                task = ops.mean(ops.sum(per_hop_ce * upto, axis=1) / ops.sum(upto, axis=1))
+            trained = self._trained_hops(steps, ops.expand_dims(halt_hop, -1), n_hops)
+            task = ops.mean(ops.sum(per_hop_ce * trained, axis=1) / ops.sum(trained, axis=1))
             final = ops.take_along_axis(logits, ops.reshape(halt_hop - 1, (-1, 1, 1)), axis=1)[:, 0]
             reward = ops.cast(ops.equal(ops.argmax(final, axis=-1), target), "float32")
             policy = reinforce_halting_loss(
@@ -373,6 +364,22 @@ class MEMOClassifier(keras.Model):
             result["task"] = result["task"] + self.attention_supervision * self.supervision_loss(
                 out["attention"], out["support"])
         return result
+
+    def _trained_hops(self, steps, halt_hop, n_hops):
+        """`(b, N)` 1.0 on the hops whose answers `answer_loss` trains, 0.0 elsewhere.
+
+        `steps (1, N)` are 1..N and `halt_hop (b, 1)` the sampled halting hops.
+        """
+        at_halt = ops.equal(steps, halt_hop)
+        at_last = ops.equal(steps, n_hops)
+        hops = {
+            "all": ops.ones_like(at_halt),
+            "last": ops.logical_and(ops.ones_like(at_halt), at_last),
+            "visited": steps <= halt_hop,
+            "halted": at_halt,
+            "halted+last": ops.logical_or(at_halt, at_last),
+        }[self.answer_loss]
+        return ops.cast(hops, "float32")
 
     def supervision_loss(self, attention, support):
         """Mean over the supervised hops of `-log` the attention (mean over heads) on hop t's fact.
