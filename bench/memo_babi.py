@@ -66,6 +66,12 @@ def parse_args(argv=None):
     parser.add_argument("--task-repeats", nargs="+", default=[], metavar="TASK=K",
                         help="put these tasks' training questions K times in every pass (BabiData.bucketed_dataset's "
                              "task_repeats), e.g. 17=8 19=4: the tasks a joint run learns slowest get more steps")
+    parser.add_argument("--first-tasks", nargs="+", type=int, default=[], metavar="TASK",
+                        help="a curriculum: train on these tasks alone for the first --first-tasks-rounds rounds, "
+                             "then on every task (evaluation always covers every task), e.g. 16 so that task 16's "
+                             "chain of facts is found before task 1 is learnt")
+    parser.add_argument("--first-tasks-rounds", type=int, default=0,
+                        help="rounds trained on --first-tasks alone (default 0: no curriculum)")
     parser.add_argument("--rename-words", type=int, nargs="+", default=[], metavar="TASK",
                         help="rename these tasks' interchangeable words (people, objects, places, animals, colours) "
                              "consistently within each training question, a new renaming per question "
@@ -169,6 +175,14 @@ def parse_args(argv=None):
         task_repeats(args.task_repeats)
     except ValueError as error:
         parser.error(str(error))
+    if args.first_tasks_rounds < 0:
+        parser.error(f"--first-tasks-rounds must be >= 0; got {args.first_tasks_rounds}")
+    if bool(args.first_tasks) != bool(args.first_tasks_rounds):
+        parser.error("--first-tasks and --first-tasks-rounds go together: the tasks of the curriculum's first "
+                     "rounds, and how many rounds")
+    outside = sorted(set(args.first_tasks) - set(args.tasks or range(1, 21)))
+    if outside:
+        parser.error(f"--first-tasks names task(s) {outside}, which are not trained (--tasks {args.tasks})")
     unknown = sorted(set(args.rename_words) - set(INTERCHANGEABLE_WORDS))
     if unknown:
         parser.error(f"--rename-words knows the word classes of task(s) {sorted(INTERCHANGEABLE_WORDS)}; got {unknown}")
@@ -230,13 +244,24 @@ def build(args, data):
     return model
 
 
-def train_dataset(data, args, seed, buckets=True):
-    """Training batches; without buckets, every batch is padded to the longest story (as
-    `BabiData.dataset`), through the same index-shuffling pipeline so only the padding differs."""
+def repeats_for_round(args, tasks, index):
+    """Each task's repeats in round `index`'s training pass: --task-repeats, and during the curriculum's
+    first --first-tasks-rounds rounds 0 for every task not in --first-tasks."""
+    repeats = task_repeats(args.task_repeats)
+    if index < args.first_tasks_rounds:
+        repeats = {**repeats, **{task: 0 for task in tasks if task not in args.first_tasks}}
+    return repeats
+
+
+def train_dataset(data, args, seed, buckets=True, index=None):
+    """Training batches of round `index` (None: past any curriculum); without buckets, every batch is
+    padded to the longest story (as `BabiData.dataset`), through the same index-shuffling pipeline so
+    only the padding differs."""
     bounds = None if buckets else [data.story_length]
     features = ("story", "query", "time") + (("support",) if args.attention_supervision else ())
+    repeats = repeats_for_round(args, data.tasks, args.first_tasks_rounds if index is None else index)
     return data.bucketed_dataset("train", args.batch_size, bounds=bounds, seed=seed, features=features,
-                                 time_noise=args.time_noise, task_repeats=task_repeats(args.task_repeats),
+                                 time_noise=args.time_noise, task_repeats=repeats,
                                  rename_words={t: INTERCHANGEABLE_WORDS[t] for t in args.rename_words}).repeat()
 
 
@@ -381,7 +406,9 @@ def run(args):
         hold_halting_until(model, index, args.halting_warmup_rounds)
         answer_loss_for_round(model, index, answer_warmup_rounds(args), args.warmup_answer_loss, args.answer_loss)
         linear_start_until(model, index, args.linear_start_rounds)
-        ds = train_dataset(data, args, seed=args.seed * 1000 + index, buckets=not args.no_buckets)
+        if index == args.first_tasks_rounds and index:
+            print(f"round {index}: curriculum over, training on every task", flush=True)
+        ds = train_dataset(data, args, seed=args.seed * 1000 + index, buckets=not args.no_buckets, index=index)
         start = time.perf_counter()
         history = model.fit(ds, steps_per_epoch=args.steps_per_round, epochs=1, verbose=0, shuffle=False)
         seconds = time.perf_counter() - start

@@ -231,6 +231,32 @@ def test_rename_words_knows_tasks_3_and_16(capsys):
     assert "--rename-words" in capsys.readouterr().err
 
 
+def test_first_tasks_train_alone_for_the_curriculums_rounds_then_every_task(capsys):
+    import numpy as np
+
+    from keras_relmem.data import load_babi
+
+    flags = ["--tasks", "1", "16", "--first-tasks", "16", "--first-tasks-rounds", "2", "--task-repeats", "16=3"]
+    args = memo_babi.parse_args(flags)
+    assert [memo_babi.repeats_for_round(args, [1, 16], i) for i in range(3)] == [{16: 3, 1: 0}] * 2 + [{16: 3}]
+    data = load_babi([1, 16], "en")
+    story_words = {task: set(np.unique(data.arrays("train")["story"][data.arrays("train")["task"] == task]))
+                   for task in (1, 16)}
+    only_16 = story_words[16] - story_words[1]  # words (swan, white, ...) no task 1 story has
+    for index, want_task_1 in ((0, False), (1, False), (2, True)):
+        ds = memo_babi.train_dataset(data, args, seed=0, index=index)
+        with_task_1 = 0
+        for x, _ in ds.take(40):
+            with_task_1 += sum(not (set(np.unique(s)) & only_16) for s in x["story"].numpy())
+        assert (with_task_1 > 0) == want_task_1, index  # task 1's questions only once the curriculum is over
+    for bad, message in ((["--first-tasks", "16"], "go together"), (["--first-tasks-rounds", "2"], "go together"),
+                         (["--tasks", "1", "--first-tasks", "16", "--first-tasks-rounds", "2"], "not trained"),
+                         (["--first-tasks", "16", "--first-tasks-rounds", "-1"], ">= 0")):
+        with pytest.raises(SystemExit):
+            memo_babi.parse_args(bad)
+        assert message in capsys.readouterr().err
+
+
 def test_the_over_training_table_takes_a_round_per_mark_and_the_last():
     facts = {"1": 1.0, "2": 2.0, "3": 3.0, "4": 1.0}
     # hops rank with the facts on tasks 1, 2 and 4; task 3 (unsolved, 40% error) takes the fewest

@@ -375,15 +375,17 @@ class BabiData:
 
     def _repeated_rows(self, split, task_repeats):
         """The row indices one pass of `split` visits: every row once, a task in
-        `task_repeats` k times."""
+        `task_repeats` k times (0: not at all)."""
         task = self.arrays(split)["task"]
         times = np.ones(len(task), "int64")
         for name, k in (task_repeats or {}).items():
-            if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
-                raise ValueError(f"task_repeats[{name}] must be an int >= 1; got {k!r}")
+            if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 0:
+                raise ValueError(f"task_repeats[{name}] must be an int >= 0; got {k!r}")
             if name not in self.tasks:
                 raise ValueError(f"task_repeats names task {name}, which is not loaded; loaded: {list(self.tasks)}")
             times[task == name] = k
+        if not times.any():
+            raise ValueError(f"task_repeats leaves every loaded task out of the pass: {task_repeats}")
         return np.repeat(np.arange(len(task)), times)
 
     def story_lengths(self, split):
@@ -433,10 +435,11 @@ class BabiData:
             time_noise: float in [0, 1): `time_with_noise`'s rate on the
                 `time` feature of every batch (0: the time as it is), a
                 regulariser of a learned time encoding.
-            task_repeats: dict `{task: k}` (int k >= 1): each pass holds that
+            task_repeats: dict `{task: k}` (int k >= 0): each pass holds that
                 task's questions k times (the others once), shuffled in with
                 the rest, so a task that a joint run learns slowly gets k
-                times its share of the training steps.
+                times its share of the training steps; k = 0 leaves the task
+                out of the pass (a curriculum's first tasks alone).
             rename_words: dict `{task: (words, ...)}` of word classes each
                 task treats alike (`renaming.INTERCHANGEABLE_WORDS` has tasks
                 3 and 16's): every question of those tasks gets its own consistent

@@ -194,13 +194,14 @@ def test_bucketed_batches_keep_every_example_once_and_cut_padding():
         data.bucketed_dataset("test", bounds=[3])
 
 
-def test_task_repeats_put_a_task_k_times_in_every_pass():
+@pytest.mark.parametrize("repeats", [3, 0])
+def test_task_repeats_put_a_task_k_times_in_every_pass(repeats):
     import numpy as np
 
     data = load_babi([1, 2], "en")
     arrays, lengths = data.arrays("test"), data.story_lengths("test")
     ds = data.bucketed_dataset("test", batch_size=64, shuffle=True, features=("story", "query", "task"),
-                               task_repeats={2: 3})
+                               task_repeats={2: repeats})
     seen = []
     for features, answer in ds.take(ds.cardinality().numpy()):  # one pass
         story = features["story"].numpy()
@@ -209,10 +210,10 @@ def test_task_repeats_put_a_task_k_times_in_every_pass():
                  zip(features["task"].numpy(), story, used, features["query"].numpy(), answer.numpy())]
     expected = [(t, s[:n].tobytes(), q.tobytes(), a) for t, s, n, q, a in
                 zip(arrays["task"], arrays["story"], lengths, arrays["query"], arrays["answer"])
-                for _ in range(3 if t == 2 else 1)]
-    assert len(seen) == 1000 + 3 * 1000 and sorted(seen) == sorted(expected)
-    for bad, message in (({5: 2}, "task 5, which is not loaded"), ({2: 0}, r"task_repeats\[2\]"),
-                         ({2: 1.5}, r"task_repeats\[2\]")):
+                for _ in range(repeats if t == 2 else 1)]
+    assert len(seen) == 1000 + repeats * 1000 and sorted(seen) == sorted(expected)
+    for bad, message in (({5: 2}, "task 5, which is not loaded"), ({2: -1}, r"task_repeats\[2\]"),
+                         ({2: 1.5}, r"task_repeats\[2\]"), ({1: 0, 2: 0}, "every loaded task out")):
         with pytest.raises(ValueError, match=message):
             data.bucketed_dataset("test", task_repeats=bad)
 
