@@ -1,7 +1,8 @@
 """Shared pytest set-up: quiet TensorFlow, point data loaders at ../shared/data.
 
 Under `KERAS_BACKEND=jax` or `torch` only the backend-agnostic tests are
-collected (the layers, the models and their docstring examples); the rest test TensorFlow-specific code
+collected (the layers, the models and their docstring examples, less the
+Keras-level checks run once on tensorflow); the rest test TensorFlow-specific code
 (tf.data pipelines, SavedModel export, serving, tf.distribute, the task
 scripts) and run under the default tensorflow backend.
 """
@@ -21,13 +22,33 @@ if "KERAS_RELMEM_DATA" not in os.environ and SHARED_DATA.is_dir():
 
 
 BACKEND_AGNOSTIC = ("layers", "models", "test_docstring_examples.py")
+# Keras-level checks that run once, on the default backend: the layer harness
+# (config, .keras round trip, a training step, mixed precision) and the
+# learning curves go through the same keras.ops code on every backend, and on
+# the others the suite already checks that code's numbers (NumPy references,
+# gradients, masks, models fitted and reloaded, .keras files across backends).
+# Skipping them there keeps CI within its time budget.
+DEFAULT_BACKEND_ONLY = ("layers/test_layer_harness.py", "layers/test_learning.py")
+DEFAULT_BACKEND_ONLY_TESTS = ("layers/test_relational_memory_layer.py::test_layer_harness",)
 if keras.backend.backend() != "tensorflow":
     collect_ignore_glob = [
         path.name
         for path in pathlib.Path(__file__).parent.iterdir()
         if path.name not in BACKEND_AGNOSTIC and (path.is_dir() or path.name.startswith("test_"))
         and path.name != "__pycache__"
-    ]
+    ] + list(DEFAULT_BACKEND_ONLY)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Leave the default-backend-only tests out of the other backends' runs."""
+    if keras.backend.backend() == "tensorflow":
+        return
+    tests_dir = pathlib.Path(__file__).parent
+    skip = pytest.mark.skip(reason="a Keras-level check run once, on the tensorflow backend")
+    for item in items:
+        node = pathlib.Path(item.fspath).relative_to(tests_dir).as_posix() + "::" + item.name
+        if node in DEFAULT_BACKEND_ONLY_TESTS:
+            item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True)

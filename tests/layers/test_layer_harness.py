@@ -1,6 +1,7 @@
 """Every public layer through the shared layer-test harness (tests/harness.py).
 
-Runs on whichever backend KERAS_BACKEND selects (CI: tensorflow and jax).
+Runs on whichever backend KERAS_BACKEND selects; CI runs it on tensorflow only
+(tests/conftest.py says why).
 """
 
 import keras
