@@ -191,6 +191,25 @@ def _all_seeds_of(name):
     return sorted([_load(name), *map(_load, others)], key=lambda run: run["args"]["seed"])
 
 
+# The tasks 1 and 16 recipes the README's summary shows per seed: seed 0's run, and what the row calls it.
+TASKS_1_16_RECIPES = {
+    "memo_babi_tasks1_16_coverage5_last_then_all.json": "last hop's answer then every hop's",
+    "memo_babi_tasks1_16_coverage5_repeat16.json": "task 16 three times in every pass, last hop's answer then "
+                                                   "every hop's",
+}
+
+
+def _tasks_1_16_seeds_row(name, recipe):
+    """A summary row for tasks 1 and 16 together: each seed's test error and mean hops on both tasks."""
+    runs = _all_seeds_of(name)
+    return (f"MEMO, bAbI tasks 1 and 16 together, coverage penalty 5, {recipe}, per seed",
+            "test error and mean hops, task 1 (one supporting fact) / task 16 (three)",
+            "; ".join(f"seed {run['args']['seed']}: {run['tasks']['1']['error']:.1f}% / "
+                      f"{run['tasks']['16']['error']:.1f}%, hops {run['tasks']['1']['hops']:.2f} / "
+                      f"{run['tasks']['16']['hops']:.2f}" for run in runs),
+            "", "", name)
+
+
 def _link(name):
     """A link to the results page's table of results file `name`, under its catalogue title."""
     entry = _entry(name)
@@ -261,14 +280,8 @@ def summary():
                  + f" (seeds {' / '.join(str(run['args']['seed']) for run in runs)}; "
                  + " / ".join(f"{run['examples'] / 1e3:.0f} k" for run in runs) + " examples)",
                  "", "", alone))
-    two_phase = "memo_babi_tasks1_16_coverage5_last_then_all.json"
-    runs = _all_seeds_of(two_phase)
-    rows.append(("MEMO, bAbI tasks 1 and 16 together, coverage penalty 5, last hop's answer then every hop's, "
-                 "per seed", "test error and mean hops, task 1 (one supporting fact) / task 16 (three)",
-                 "; ".join(f"seed {run['args']['seed']}: {run['tasks']['1']['error']:.1f}% / "
-                           f"{run['tasks']['16']['error']:.1f}%, hops {run['tasks']['1']['hops']:.2f} / "
-                           f"{run['tasks']['16']['hops']:.2f}" for run in runs),
-                 "", "", two_phase))
+    for name, recipe in TASKS_1_16_RECIPES.items():
+        rows.append(_tasks_1_16_seeds_row(name, recipe))
     nth = _load("nth_farthest.json")
     rows.append(("RMC, Nth Farthest", "accuracy, RMC / LSTM",
                  f"{nth['rmc']['accuracy']:.1f}% / {nth['lstm']['accuracy']:.1f}% "
