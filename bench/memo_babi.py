@@ -70,8 +70,8 @@ def parse_args(argv=None):
                         help="a curriculum: train on these tasks alone for the first --first-tasks-rounds rounds, "
                              "then on every task (evaluation always covers every task), e.g. 16 so that task 16's "
                              "chain of facts is found before task 1 is learnt")
-    parser.add_argument("--first-tasks-rounds", type=int, default=0,
-                        help="rounds trained on --first-tasks alone (default 0: no curriculum)")
+    parser.add_argument("--first-tasks-rounds", type=int, default=None,
+                        help="rounds trained on --first-tasks alone (default: 1 with --first-tasks, else 0)")
     parser.add_argument("--rename-words", type=int, nargs="+", default=[], metavar="TASK",
                         help="rename these tasks' interchangeable words (people, objects, places, animals, colours) "
                              "consistently within each training question, a new renaming per question "
@@ -175,11 +175,12 @@ def parse_args(argv=None):
         task_repeats(args.task_repeats)
     except ValueError as error:
         parser.error(str(error))
-    if args.first_tasks_rounds < 0:
-        parser.error(f"--first-tasks-rounds must be >= 0; got {args.first_tasks_rounds}")
-    if bool(args.first_tasks) != bool(args.first_tasks_rounds):
-        parser.error("--first-tasks and --first-tasks-rounds go together: the tasks of the curriculum's first "
-                     "rounds, and how many rounds")
+    if args.first_tasks_rounds is not None and not args.first_tasks:
+        parser.error("--first-tasks-rounds needs --first-tasks: the tasks the curriculum's first rounds train")
+    if args.first_tasks_rounds is None:
+        args.first_tasks_rounds = 1 if args.first_tasks else 0
+    if args.first_tasks_rounds < 1 and args.first_tasks:
+        parser.error(f"--first-tasks-rounds must be >= 1; got {args.first_tasks_rounds}")
     outside = sorted(set(args.first_tasks) - set(args.tasks or range(1, 21)))
     if outside:
         parser.error(f"--first-tasks names task(s) {outside}, which are not trained (--tasks {args.tasks})")

@@ -249,9 +249,11 @@ def test_first_tasks_train_alone_for_the_curriculums_rounds_then_every_task(caps
         for x, _ in ds.take(40):
             with_task_1 += sum(not (set(np.unique(s)) & only_16) for s in x["story"].numpy())
         assert (with_task_1 > 0) == want_task_1, index  # task 1's questions only once the curriculum is over
-    for bad, message in ((["--first-tasks", "16"], "go together"), (["--first-tasks-rounds", "2"], "go together"),
+    assert memo_babi.parse_args(["--first-tasks", "16"]).first_tasks_rounds == 1
+    assert memo_babi.parse_args([]).first_tasks_rounds == 0
+    for bad, message in ((["--first-tasks-rounds", "2"], "needs --first-tasks"),
                          (["--tasks", "1", "--first-tasks", "16", "--first-tasks-rounds", "2"], "not trained"),
-                         (["--first-tasks", "16", "--first-tasks-rounds", "-1"], ">= 0")):
+                         (["--first-tasks", "16", "--first-tasks-rounds", "0"], ">= 1")):
         with pytest.raises(SystemExit):
             memo_babi.parse_args(bad)
         assert message in capsys.readouterr().err

@@ -74,6 +74,7 @@ def test_anneal_learning_rate_is_a_cosine_on_the_budget_minutes():
         assert float(np.asarray(model.optimizer.learning_rate)) == pytest.approx(rate, rel=1e-6)
 
 
+@pytest.mark.slow  # two bench sittings; the cosine itself is checked by hand above
 def test_pai_bench_anneals_the_rate_across_a_resume(tmp_path):
     results = tmp_path / "pai.json"
     argv = ["--length", "3", "--episodes", "64", "--test", "30", "--curriculum", "2:1", "--max-hops", "2",

@@ -30,6 +30,7 @@ def test_search_reports_best_and_exports(tmp_path, capsys):
     assert json.loads((tmp_path / "entnet_1" / "best.json").read_text())["completed_trials"] == 2
 
 
+@pytest.mark.slow  # three searches; the flag plumbing is KerasTuner's own overwrite=False
 def test_search_continues_without_overwrite(tmp_path):
     search.run(["--max-trials", "1", "--directory", str(tmp_path), "--no-export"] + TINY)
     again = search.run(["--max-trials", "2", "--directory", str(tmp_path), "--no-export"] + TINY)
