@@ -68,8 +68,8 @@ def parse_args(argv=None):
                              "task_repeats), e.g. 17=8 19=4: the tasks a joint run learns slowest get more steps")
     parser.add_argument("--first-tasks", nargs="+", type=int, default=[], metavar="TASK",
                         help="a curriculum: train on these tasks alone for the first --first-tasks-rounds rounds, "
-                             "then on every task (evaluation always covers every task), e.g. 16 so that task 16's "
-                             "chain of facts is found before task 1 is learnt")
+                             "then on every task (evaluation always covers every task), e.g. 16: task 16 alone "
+                             "first (on tasks 1 and 16 it did not find the chain on a seed that failed without it)")
     parser.add_argument("--first-tasks-rounds", type=int, default=None,
                         help="rounds trained on --first-tasks alone (default: 1 with --first-tasks, else 0)")
     parser.add_argument("--rename-words", type=int, nargs="+", default=[], metavar="TASK",
