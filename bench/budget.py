@@ -61,8 +61,9 @@ def train_within_budget(
     on_round=None,
     before_round=None,
     keep_best=None,
+    max_rounds=None,
 ):
-    """Train in rounds until `budget_minutes` of training time are spent.
+    """Train in rounds until `budget_minutes` of training time are spent (or `max_rounds` rounds run).
 
     Args:
         build: `() -> compiled keras.Model`, used when no saved model exists.
@@ -83,6 +84,8 @@ def train_within_budget(
             whose `metric` is the best of the curve so far, its weights are
             saved as `best.weights.h5` (early stopping's model; read them
             back with `kept_best`).
+        max_rounds: optional int, the most rounds the curve may hold (e.g.
+            a trial of a few rounds whatever the budget).
 
     Returns:
         The curve: a list of dicts with `round`, `minutes` (cumulative
@@ -101,7 +104,7 @@ def train_within_budget(
     else:
         curve, model = [], build()
     minutes = curve[-1]["minutes"] if curve else 0.0
-    while minutes < budget_minutes:
+    while minutes < budget_minutes and (max_rounds is None or len(curve) < max_rounds):
         index = len(curve)
         if before_round:
             before_round(model, minutes)

@@ -77,7 +77,13 @@ def parse_args(argv=None):
                              "consistently within each training question, a new renaming per question "
                              "(keras_relmem.data.renaming), so stories cannot be learnt by their names; tasks 3 "
                              "and 16")
-    parser.add_argument("--budget-minutes", type=float, default=120.0)
+    parser.add_argument("--budget-minutes", type=float, default=120.0,
+                        help="training minutes of the whole run, every start's included (see --starts)")
+    parser.add_argument("--starts", type=int, default=1,
+                        help="train this many starts (initial weights and data order; start 0 is --seed's own) "
+                             "for --start-rounds rounds each, then go on with the one of lowest training error: "
+                             "a start that has not found a task's chain by then seldom finds it later")
+    parser.add_argument("--start-rounds", type=int, default=2, help="rounds each of --starts trains before the choice")
     parser.add_argument("--steps-per-round", type=int, default=400, help="training batches between evaluations")
     parser.add_argument("--memory-size", type=int, default=320,
                         help="most recent sentences kept per story (320 keeps every story whole)")
@@ -175,6 +181,8 @@ def parse_args(argv=None):
         task_repeats(args.task_repeats)
     except ValueError as error:
         parser.error(str(error))
+    if args.starts < 1 or args.start_rounds < 1:
+        parser.error(f"--starts and --start-rounds must be >= 1; got {args.starts} and {args.start_rounds}")
     if args.first_tasks_rounds is not None and not args.first_tasks:
         parser.error("--first-tasks-rounds needs --first-tasks: the tasks the curriculum's first rounds train")
     if args.first_tasks_rounds is None:
@@ -403,13 +411,13 @@ def run(args):
             reset_halting_network(model)
             print(f"halting network re-initialised, gamma {args.gamma}", flush=True)
 
-    def train_round(model, index):
+    def train_round(model, index, seed):
         hold_halting_until(model, index, args.halting_warmup_rounds)
         answer_loss_for_round(model, index, answer_warmup_rounds(args), args.warmup_answer_loss, args.answer_loss)
         linear_start_until(model, index, args.linear_start_rounds)
         if index == args.first_tasks_rounds and index:
             print(f"round {index}: curriculum over, training on every task", flush=True)
-        ds = train_dataset(data, args, seed=args.seed * 1000 + index, buckets=not args.no_buckets, index=index)
+        ds = train_dataset(data, args, seed=seed * 1000 + index, buckets=not args.no_buckets, index=index)
         start = time.perf_counter()
         history = model.fit(ds, steps_per_epoch=args.steps_per_round, epochs=1, verbose=0, shuffle=False)
         seconds = time.perf_counter() - start
@@ -431,7 +439,19 @@ def run(args):
                 f"train acc {entry['train_accuracy']:5.1f}%  mean test error {entry['mean_error']:5.2f}%  "
                 f"solved {entry['solved']:2d}/{len(data.tasks)}  train hops {entry['train_hops']:.2f}")
 
+    def rounds(seed, workdir, max_rounds=None, on_round=None):
+        """Train the model of `seed` (initial weights and data order) in `workdir` until the budget or
+        `max_rounds`."""
+        seeded = argparse.Namespace(**{**vars(args), "seed": seed})
+        return train_within_budget(
+            lambda: build(seeded, data), lambda model, index: train_round(model, index, seed), evaluate,
+            workdir, args.budget_minutes, describe=describe, on_resume=resume, on_round=on_round,
+            max_rounds=max_rounds,
+        )
+
     facts = supporting_facts(data)
+    workdir = pathlib.Path(args.workdir)
+    starts = choose_start(args, workdir, rounds) if args.starts > 1 else None
 
     def record(curve, complete=False, extra=None):
         last = curve[-1]
@@ -444,6 +464,7 @@ def run(args):
             "supporting_facts": facts,
             "hops_spearman": hops_spearman(last["tasks"], facts),
             "complete": complete,
+            **({"starts": starts} if starts else {}),
             **(extra or {}),
             # each round's per-task test and training errors (overfitting or never learnt) and hops (when
             # the hops come to follow the supporting facts)
@@ -454,12 +475,72 @@ def run(args):
             "args": run_arguments(args, "speed"),
         })
 
-    curve, model = train_within_budget(
-        lambda: build(args, data), train_round, evaluate, pathlib.Path(args.workdir),
-        args.budget_minutes, describe=describe, on_resume=resume, on_round=record,
-    )
+    curve, model = rounds(starts["seed"] if starts else args.seed, workdir, on_round=record)
     record(curve, complete=True, extra={"hop_errors": hop_errors(model, data, args)})
     report(args)
+
+
+# start k of a run with --seed s trains with seed s + 1000 k: its data-order seeds (seed * 1000 + round)
+# stay clear of any other seed's
+START_SEED_STRIDE = 1000
+
+
+def start_seed(seed, start):
+    """The seed of start `start` (0, 1, ...) of a run with --seed `seed`; start 0 is the run's own."""
+    return seed + START_SEED_STRIDE * start
+
+
+def mean_train_error(entry):
+    """A curve entry's training error (first 100 training questions of every task), averaged over tasks."""
+    errors = [row["train_error"] for row in entry["tasks"].values()]
+    return round(sum(errors) / len(errors), 2)
+
+
+def choose_start(args, workdir, rounds):
+    """--starts: train each start for --start-rounds rounds in `workdir`/start<k>, then make the one of
+    lowest training error the run's (its model and curve copied into `workdir`, the curve's minutes
+    carrying the other starts' minutes too, so the budget counts every start). End-to-end memory networks
+    (Sukhbaatar et al. 2015, section 4.2) kept the best of ten starts on bAbI by training error the same
+    way. Resumable: a finished start is not trained again, and the choice, once written to
+    `workdir`/starts.json, is read back. Returns that record: the chosen start, its seed and every start's
+    errors."""
+    import json
+    import shutil
+
+    from bench.budget import saved_curve
+    from keras_relmem.training import write_json
+
+    path = workdir / "starts.json"
+    if path.exists():
+        chosen = json.loads(path.read_text())
+        if (chosen["count"], chosen["rounds"]) != (args.starts, args.start_rounds):
+            raise SystemExit(f"--starts {args.starts} --start-rounds {args.start_rounds}: {workdir} chose among "
+                             f"{chosen['count']} starts of {chosen['rounds']} rounds; use a new --workdir")
+        return chosen
+    if saved_curve(workdir):
+        raise SystemExit(f"--starts {args.starts}: {workdir} holds a run begun with one start; use a new --workdir")
+    trials = []
+    for start in range(args.starts):
+        seed = start_seed(args.seed, start)
+        print(f"start {start + 1} of {args.starts} (seed {seed}), {args.start_rounds} rounds", flush=True)
+        curve, _ = rounds(seed, workdir / f"start{start}", max_rounds=args.start_rounds)
+        last = curve[-1]
+        trials.append({"start": start, "seed": seed, "rounds": len(curve), "minutes": last["minutes"],
+                       "examples": last["examples"], "train_error": mean_train_error(last),
+                       "mean_error": last["mean_error"], "solved": last["solved"],
+                       "task_errors": {t: [row["error"], row["train_error"]] for t, row in last["tasks"].items()}})
+    best = min(trials, key=lambda trial: trial["train_error"])
+    others = sum(trial["minutes"] for trial in trials if trial is not best)
+    source = workdir / f"start{best['start']}"
+    shutil.copyfile(source / "model.keras", workdir / "model.keras")
+    write_json(workdir / "curve.json", [{**e, "minutes": round(e["minutes"] + others, 3)} for e in saved_curve(source)])
+    chosen = {"count": args.starts, "rounds": args.start_rounds, "chosen": best["start"], "seed": best["seed"],
+              "minutes_of_other_starts": round(others, 3), "by_start": trials}
+    write_json(path, chosen)  # last: a run stopped before it chooses again from the saved starts
+    errors = ", ".join(f"{trial['train_error']:.2f}%" for trial in trials)
+    print(f"chose start {best['start'] + 1} (seed {best['seed']}): training error {best['train_error']:.2f}% "
+          f"(starts: {errors})", flush=True)
+    return chosen
 
 
 def answer_warmup_rounds(args):
@@ -580,6 +661,7 @@ def markdown(results):
                      f"{cell(hop.get('wrong_at_every_hop'))} | "
                      f"{', '.join(f'{a:.0f}' for a in hop.get('attention_on_support_by_hop', [])) or '-'} |")
     lines += ["", f"- ours: mean error {results['mean_error']:.2f}%, solved {results['solved']}/{len(tasks)}",
+              *([starts_markdown(results["starts"])] if "starts" in results else []),
               *(f"- paper, {name}: mean error {error}%, solved {solved}/20" for name, (error, solved) in PAPER.items())]
     if facts:
         groups = hops_by_fact_count(tasks, facts)
@@ -595,6 +677,16 @@ def markdown(results):
         lines.append(f"- the same over the solved tasks only: {solved_rho:.2f}")
     over_training = over_training_markdown(results.get("curve", []), facts or None)
     return "\n".join(lines + (["", over_training] if over_training else []))
+
+
+def starts_markdown(starts):
+    """One line on a --starts run: which start went on, and every start's training and test error when
+    the choice was made."""
+    trials = "; ".join(f"start {t['start'] + 1} (seed {t['seed']}): {t['train_error']:.2f}% / {t['mean_error']:.2f}%"
+                       for t in starts["by_start"])
+    return (f"- the best of {starts['count']} starts by training error after {starts['rounds']} rounds: start "
+            f"{starts['chosen'] + 1} (seed {starts['seed']}) went on; training / test mean error then: {trials}. "
+            f"The minutes include the other starts' {starts['minutes_of_other_starts']:.1f}")
 
 
 def at_minutes(curve, every=20.0):

@@ -362,3 +362,65 @@ def test_the_answer_warmup_can_end_before_the_halting_warmup(capsys):
         with pytest.raises(SystemExit):
             memo_babi.parse_args([*SMALL, *bad])
         assert "--answer-warmup-rounds takes a count >= 0 and --warmup-answer-loss" in capsys.readouterr().err
+
+
+def _fake_starts(train_errors, minutes=2.0):
+    """A stand-in for run()'s `rounds`: start k's curve of two rounds, its last round's training errors
+    `train_errors[k]` (per task), each round `minutes` long; records the calls."""
+    import json
+
+    calls = []
+
+    def rounds(seed, workdir, max_rounds=None, on_round=None):
+        start = seed // memo_babi.START_SEED_STRIDE
+        calls.append((seed, workdir.name, max_rounds))
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "model.keras").write_text(f"model of seed {seed}")
+        curve = [{"round": r, "minutes": minutes * (r + 1), "examples": 64 * (r + 1), "mean_error": 50.0 - r,
+                  "solved": 0, "tasks": {t: {"error": 50.0, "train_error": e} for t, e in train_errors[start].items()}}
+                 for r in range(max_rounds)]
+        (workdir / "curve.json").write_text(json.dumps(curve))
+        return curve, None
+
+    return rounds, calls
+
+
+def test_starts_go_on_with_the_lowest_training_error_and_count_every_starts_minutes(tmp_path, capsys):
+    import json
+
+    args = memo_babi.parse_args(["--starts", "3", "--start-rounds", "2", "--seed", "2"])
+    # start 2 (seed 1002) has the lowest mean training error over the tasks: (10 + 2) / 2 = 6
+    rounds, calls = _fake_starts([{"1": 1.0, "16": 50.0}, {"1": 10.0, "16": 2.0}, {"1": 30.0, "16": 40.0}])
+    chosen = memo_babi.choose_start(args, tmp_path, rounds)
+    assert calls == [(2, "start0", 2), (1002, "start1", 2), (2002, "start2", 2)]
+    assert (chosen["chosen"], chosen["seed"]) == (1, 1002)
+    assert [t["train_error"] for t in chosen["by_start"]] == [25.5, 6.0, 35.0]
+    # the run goes on from the chosen start's model, its clock carrying the two other starts' 4 minutes each
+    assert (tmp_path / "model.keras").read_text() == "model of seed 1002"
+    assert [e["minutes"] for e in json.loads((tmp_path / "curve.json").read_text())] == [10.0, 12.0]
+    assert chosen["minutes_of_other_starts"] == 8.0
+    assert "chose start 2 (seed 1002)" in capsys.readouterr().out
+    line = memo_babi.starts_markdown(chosen)
+    assert "best of 3 starts" in line and "start 2 (seed 1002) went on" in line and "other starts' 8.0" in line
+    # a rerun reads the choice back and trains no start again
+    assert memo_babi.choose_start(args, tmp_path, _fake_starts([])[0]) == chosen
+
+
+def test_start_zero_is_the_runs_own_seed():
+    assert [memo_babi.start_seed(1, k) for k in range(3)] == [1, 1001, 2001]
+
+
+def test_starts_refuse_a_workdir_of_another_choice_or_a_single_start_run(tmp_path, capsys):
+    rounds, _ = _fake_starts([{"1": 1.0}, {"1": 2.0}])
+    memo_babi.choose_start(memo_babi.parse_args(["--starts", "2"]), tmp_path / "a", rounds)
+    with pytest.raises(SystemExit, match="chose among 2 starts of 2 rounds"):
+        memo_babi.choose_start(memo_babi.parse_args(["--starts", "3"]), tmp_path / "a", rounds)
+    single = tmp_path / "b"
+    single.mkdir()
+    (single / "curve.json").write_text('[{"round": 0}]')
+    with pytest.raises(SystemExit, match="begun with one start"):
+        memo_babi.choose_start(memo_babi.parse_args(["--starts", "2"]), single, rounds)
+    for flags in (["--starts", "0"], ["--start-rounds", "0"]):
+        with pytest.raises(SystemExit):
+            memo_babi.parse_args(flags)
+        assert "must be >= 1" in capsys.readouterr().err

@@ -74,6 +74,25 @@ def test_anneal_learning_rate_is_a_cosine_on_the_budget_minutes():
         assert float(np.asarray(model.optimizer.learning_rate)) == pytest.approx(rate, rel=1e-6)
 
 
+def test_max_rounds_stops_a_budget_early_and_a_rerun_does_not_go_past_it(tmp_path):
+    import keras
+
+    def build():
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        model.compile(keras.optimizers.SGD(0.1), "mse")
+        return model
+
+    indices = []
+
+    def train_round(model, index):
+        indices.append(index)
+        return {}
+
+    for _ in range(2):  # the second sitting finds 3 rounds and trains none
+        curve, _ = budget.train_within_budget(build, train_round, lambda model: {}, tmp_path, 1e9, max_rounds=3)
+    assert indices == [0, 1, 2] and [entry["round"] for entry in curve] == [0, 1, 2]
+
+
 @pytest.mark.slow  # two bench sittings; the cosine itself is checked by hand above
 def test_pai_bench_anneals_the_rate_across_a_resume(tmp_path):
     results = tmp_path / "pai.json"
