@@ -686,7 +686,7 @@ def starts_markdown(starts):
                        for t in starts["by_start"])
     return (f"- the best of {starts['count']} starts by training error after {starts['rounds']} rounds: start "
             f"{starts['chosen'] + 1} (seed {starts['seed']}) went on; training / test mean error then: {trials}. "
-            f"The minutes include the other starts' {starts['minutes_of_other_starts']:.1f}")
+            f"The minutes include the other starts' {starts['minutes_of_other_starts']:.1f} minutes.")
 
 
 def at_minutes(curve, every=20.0):

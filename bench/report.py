@@ -196,6 +196,8 @@ TASKS_1_16_RECIPES = {
     "memo_babi_tasks1_16_coverage5_last_then_all.json": "last hop's answer then every hop's",
     "memo_babi_tasks1_16_coverage5_repeat16.json": "task 16 three times in every pass, last hop's answer then "
                                                    "every hop's",
+    "memo_babi_tasks1_16_coverage5_starts3.json": "last hop's answer then every hop's, the best of 3 starts by "
+                                                  "training error after 2 rounds",
 }
 
 
@@ -204,10 +206,15 @@ def _tasks_1_16_seeds_row(name, recipe):
     runs = _all_seeds_of(name)
     return (f"MEMO, bAbI tasks 1 and 16 together, coverage penalty 5, {recipe}, per seed",
             "test error and mean hops, task 1 (one supporting fact) / task 16 (three)",
-            "; ".join(f"seed {run['args']['seed']}: {run['tasks']['1']['error']:.1f}% / "
+            "; ".join(f"seed {run['args']['seed']}{_chosen_start(run)}: {run['tasks']['1']['error']:.1f}% / "
                       f"{run['tasks']['16']['error']:.1f}%, hops {run['tasks']['1']['hops']:.2f} / "
                       f"{run['tasks']['16']['hops']:.2f}" for run in runs),
             "", "", name)
+
+
+def _chosen_start(run):
+    """' (start k)' for a run that went on with start k of several (`bench.memo_babi --starts`), else ''."""
+    return f" (start {run['starts']['chosen'] + 1})" if "starts" in run else ""
 
 
 def _link(name):

@@ -401,7 +401,7 @@ def test_starts_go_on_with_the_lowest_training_error_and_count_every_starts_minu
     assert chosen["minutes_of_other_starts"] == 8.0
     assert "chose start 2 (seed 1002)" in capsys.readouterr().out
     line = memo_babi.starts_markdown(chosen)
-    assert "best of 3 starts" in line and "start 2 (seed 1002) went on" in line and "other starts' 8.0" in line
+    assert "best of 3 starts" in line and "start 2 (seed 1002) went on" in line and "other starts' 8.0 minutes" in line
     # a rerun reads the choice back and trains no start again
     assert memo_babi.choose_start(args, tmp_path, _fake_starts([])[0]) == chosen
 

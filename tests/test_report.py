@@ -108,3 +108,9 @@ def test_the_ptb_early_stopping_row_appears_once_the_keep_best_run_has_finished(
     row = _row(_summary_with(monkeypatch, {"ptb_lm_fair.json": finish}), title)
     assert f"| 105.4 / {lstm:.1f} (RMC's round at 61 of 95 training min, 109.9 validation) |" in row
     assert f"| {title} |" not in _summary_with(monkeypatch, {"ptb_lm_fair.json": unfinish})
+
+
+def test_a_per_seed_row_names_the_start_a_several_starts_run_went_on_with():
+    # bench.memo_babi --starts records the chosen start counting from 0; the page counts from 1, as the log does
+    assert report._chosen_start({"starts": {"chosen": 2}}) == " (start 3)"
+    assert report._chosen_start({"args": {"seed": 0}}) == ""
