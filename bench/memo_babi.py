@@ -490,16 +490,25 @@ def start_seed(seed, start):
     return seed + START_SEED_STRIDE * start
 
 
-def mean_train_error(entry):
-    """A curve entry's training error (first 100 training questions of every task), averaged over tasks."""
-    errors = [row["train_error"] for row in entry["tasks"].values()]
+def mean_train_error(entry, tasks=None):
+    """A curve entry's training error (first 100 training questions of each task), averaged over `tasks`
+    (names as in the entry; None: every task)."""
+    errors = [row["train_error"] for task, row in entry["tasks"].items() if tasks is None or task in tasks]
     return round(sum(errors) / len(errors), 2)
+
+
+def start_trained_tasks(args, tasks):
+    """The tasks (names) that every one of the starts' --start-rounds rounds trains: those a curriculum
+    (--first-tasks) leaves out are not chosen on, whatever their errors by chance."""
+    return [str(task) for task in tasks
+            if all(repeats_for_round(args, tasks, index).get(task, 1) > 0 for index in range(args.start_rounds))]
 
 
 def choose_start(args, workdir, rounds):
     """--starts: train each start for --start-rounds rounds in `workdir`/start<k>, then make the one of
-    lowest training error the run's (its model and curve copied into `workdir`, the curve's minutes
-    carrying the other starts' minutes too, so the budget counts every start). End-to-end memory networks
+    lowest training error (over the tasks those rounds train, `start_trained_tasks`) the run's: its model
+    and curve are copied into `workdir`, the curve's minutes carrying the other starts' minutes too, so
+    the budget counts every start. End-to-end memory networks
     (Sukhbaatar et al. 2015, section 4.2) kept the best of ten starts on bAbI by training error the same
     way. Resumable: a finished start is not trained again, and the choice, once written to
     `workdir`/starts.json, is read back. Returns that record: the chosen start, its seed and every start's
@@ -519,14 +528,15 @@ def choose_start(args, workdir, rounds):
         return chosen
     if saved_curve(workdir):
         raise SystemExit(f"--starts {args.starts}: {workdir} holds a run begun with one start; use a new --workdir")
-    trials = []
+    trials, chosen_on = [], None
     for start in range(args.starts):
         seed = start_seed(args.seed, start)
         print(f"start {start + 1} of {args.starts} (seed {seed}), {args.start_rounds} rounds", flush=True)
         curve, _ = rounds(seed, workdir / f"start{start}", max_rounds=args.start_rounds)
         last = curve[-1]
+        chosen_on = start_trained_tasks(args, [int(task) for task in last["tasks"]])
         trials.append({"start": start, "seed": seed, "rounds": len(curve), "minutes": last["minutes"],
-                       "examples": last["examples"], "train_error": mean_train_error(last),
+                       "examples": last["examples"], "train_error": mean_train_error(last, chosen_on),
                        "mean_error": last["mean_error"], "solved": last["solved"],
                        "task_errors": {t: [row["error"], row["train_error"]] for t, row in last["tasks"].items()}})
     best = min(trials, key=lambda trial: trial["train_error"])
@@ -535,7 +545,7 @@ def choose_start(args, workdir, rounds):
     shutil.copyfile(source / "model.keras", workdir / "model.keras")
     write_json(workdir / "curve.json", [{**e, "minutes": round(e["minutes"] + others, 3)} for e in saved_curve(source)])
     chosen = {"count": args.starts, "rounds": args.start_rounds, "chosen": best["start"], "seed": best["seed"],
-              "minutes_of_other_starts": round(others, 3), "by_start": trials}
+              "chosen_on": chosen_on, "minutes_of_other_starts": round(others, 3), "by_start": trials}
     write_json(path, chosen)  # last: a run stopped before it chooses again from the saved starts
     errors = ", ".join(f"{trial['train_error']:.2f}%" for trial in trials)
     print(f"chose start {best['start'] + 1} (seed {best['seed']}): training error {best['train_error']:.2f}% "
@@ -684,7 +694,10 @@ def starts_markdown(starts):
     the choice was made."""
     trials = "; ".join(f"start {t['start'] + 1} (seed {t['seed']}): {t['train_error']:.2f}% / {t['mean_error']:.2f}%"
                        for t in starts["by_start"])
-    return (f"- the best of {starts['count']} starts by training error after {starts['rounds']} rounds: start "
+    on = starts.get("chosen_on")  # said only when a curriculum left tasks out of the starts' rounds
+    every = len(starts["by_start"][0]["task_errors"])
+    on = f" on task{'s' * (len(on) > 1)} {', '.join(on)}" if on and len(on) < every else ""
+    return (f"- the best of {starts['count']} starts by training error{on} after {starts['rounds']} rounds: start "
             f"{starts['chosen'] + 1} (seed {starts['seed']}) went on; training / test mean error then: {trials}. "
             f"The minutes include the other starts' {starts['minutes_of_other_starts']:.1f} minutes.")
 

@@ -424,3 +424,21 @@ def test_starts_refuse_a_workdir_of_another_choice_or_a_single_start_run(tmp_pat
         with pytest.raises(SystemExit):
             memo_babi.parse_args(flags)
         assert "must be >= 1" in capsys.readouterr().err
+
+
+def test_starts_under_a_curriculum_are_chosen_on_the_tasks_their_rounds_train(tmp_path):
+    # task 16 alone for the first two rounds: tasks 1 and 2 are untrained while the starts run, so their
+    # errors (here 0 and 90) say nothing about a start and must not choose it
+    argv = ["--tasks", "1", "2", "16", "--first-tasks", "16", "--first-tasks-rounds", "2", "--starts", "2"]
+    args = memo_babi.parse_args(argv)
+    assert memo_babi.start_trained_tasks(args, [1, 2, 16]) == ["16"]
+    rounds, _ = _fake_starts([{"1": 0.0, "2": 0.0, "16": 50.0}, {"1": 90.0, "2": 90.0, "16": 1.0}])
+    chosen = memo_babi.choose_start(args, tmp_path, rounds)
+    assert chosen["chosen"] == 1 and chosen["chosen_on"] == ["16"]
+    assert [t["train_error"] for t in chosen["by_start"]] == [50.0, 1.0]
+    assert "by training error on task 16 after 2 rounds" in memo_babi.starts_markdown(chosen)
+    # a curriculum shorter than the starts' rounds: every task is trained by the last start round only,
+    # so the choice stays on the tasks trained throughout
+    shorter = memo_babi.parse_args(argv[:-4] + ["--first-tasks-rounds", "1", "--starts", "2"])
+    assert memo_babi.start_trained_tasks(shorter, [1, 2, 16]) == ["16"]
+    assert memo_babi.start_trained_tasks(memo_babi.parse_args(["--starts", "2"]), [1, 2, 16]) == ["1", "2", "16"]
