@@ -526,7 +526,7 @@ def choose_start(args, workdir, rounds):
             raise SystemExit(f"--starts {args.starts} --start-rounds {args.start_rounds}: {workdir} chose among "
                              f"{chosen['count']} starts of {chosen['rounds']} rounds; use a new --workdir")
         return chosen
-    if saved_curve(workdir):
+    if saved_curve(workdir) and not (workdir / "start0").is_dir():  # with start0: stopped while choosing
         raise SystemExit(f"--starts {args.starts}: {workdir} holds a run begun with one start; use a new --workdir")
     trials, chosen_on = [], None
     for start in range(args.starts):
@@ -546,7 +546,7 @@ def choose_start(args, workdir, rounds):
     write_json(workdir / "curve.json", [{**e, "minutes": round(e["minutes"] + others, 3)} for e in saved_curve(source)])
     chosen = {"count": args.starts, "rounds": args.start_rounds, "chosen": best["start"], "seed": best["seed"],
               "chosen_on": chosen_on, "minutes_of_other_starts": round(others, 3), "by_start": trials}
-    write_json(path, chosen)  # last: a run stopped before it chooses again from the saved starts
+    write_json(path, chosen)  # last: a run stopped before this chooses again from the saved starts
     errors = ", ".join(f"{trial['train_error']:.2f}%" for trial in trials)
     print(f"chose start {best['start'] + 1} (seed {best['seed']}): training error {best['train_error']:.2f}% "
           f"(starts: {errors})", flush=True)

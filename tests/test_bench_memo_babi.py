@@ -404,6 +404,10 @@ def test_starts_go_on_with_the_lowest_training_error_and_count_every_starts_minu
     assert "best of 3 starts" in line and "start 2 (seed 1002) went on" in line and "other starts' 8.0 minutes" in line
     # a rerun reads the choice back and trains no start again
     assert memo_babi.choose_start(args, tmp_path, _fake_starts([])[0]) == chosen
+    # stopped after the copy but before the choice was written: the rerun chooses again, the same start
+    (tmp_path / "starts.json").unlink()
+    again, _ = _fake_starts([{"1": 1.0, "16": 50.0}, {"1": 10.0, "16": 2.0}, {"1": 30.0, "16": 40.0}])
+    assert memo_babi.choose_start(args, tmp_path, again) == chosen
 
 
 def test_start_zero_is_the_runs_own_seed():
