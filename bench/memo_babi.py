@@ -80,7 +80,7 @@ def parse_args(argv=None):
     parser.add_argument("--budget-minutes", type=float, default=120.0,
                         help="training minutes of the whole run, every start's included (see --starts)")
     parser.add_argument("--starts", type=int, default=1,
-                        help="train this many starts (initial weights and data order; start 0 is --seed's own) "
+                        help="train this many starts (initial weights and data order; the first is --seed's own) "
                              "for --start-rounds rounds each, then go on with the one of lowest training error: "
                              "a start that has not found a task's chain by then seldom finds it later")
     parser.add_argument("--start-rounds", type=int, default=2, help="rounds each of --starts trains before the choice")
@@ -508,11 +508,10 @@ def choose_start(args, workdir, rounds):
     """--starts: train each start for --start-rounds rounds in `workdir`/start<k>, then make the one of
     lowest training error (over the tasks those rounds train, `start_trained_tasks`) the run's: its model
     and curve are copied into `workdir`, the curve's minutes carrying the other starts' minutes too, so
-    the budget counts every start. End-to-end memory networks
-    (Sukhbaatar et al. 2015, section 4.2) kept the best of ten starts on bAbI by training error the same
-    way. Resumable: a finished start is not trained again, and the choice, once written to
-    `workdir`/starts.json, is read back. Returns that record: the chosen start, its seed and every start's
-    errors."""
+    the budget counts every start. End-to-end memory networks (Sukhbaatar et al. 2015, section 4.2) kept
+    the best of ten starts on bAbI by training error the same way. Resumable: a finished start is not
+    trained again, and the choice, once written to `workdir`/starts.json, is read back. Returns that
+    record: the chosen start, its seed and every start's errors."""
     import json
     import shutil
 
