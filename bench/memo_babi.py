@@ -469,7 +469,7 @@ def run(args):
             # each round's per-task test and training errors (overfitting or never learnt) and hops (when
             # the hops come to follow the supporting facts)
             "curve": [{**{k: v for k, v in e.items() if k != "tasks"},
-                       "task_errors": {t: [row["error"], row.get("train_error")] for t, row in e["tasks"].items()},
+                       "task_errors": task_errors(e["tasks"]),
                        "task_hops": {t: row["hops"] for t, row in e["tasks"].items()}}
                       for e in curve],
             "args": run_arguments(args, "speed"),
@@ -488,6 +488,11 @@ START_SEED_STRIDE = 1000
 def start_seed(seed, start):
     """The seed of start `start` (0, 1, ...) of a run with --seed `seed`; start 0 is the run's own."""
     return seed + START_SEED_STRIDE * start
+
+
+def task_errors(tasks):
+    """{task: [test error %, training error %]} of an evaluation's per-task rows, as results files keep them."""
+    return {task: [row["error"], row.get("train_error")] for task, row in tasks.items()}
 
 
 def mean_train_error(entry, tasks=None):
@@ -537,7 +542,7 @@ def choose_start(args, workdir, rounds):
         trials.append({"start": start, "seed": seed, "rounds": len(curve), "minutes": last["minutes"],
                        "examples": last["examples"], "train_error": mean_train_error(last, chosen_on),
                        "mean_error": last["mean_error"], "solved": last["solved"],
-                       "task_errors": {t: [row["error"], row["train_error"]] for t, row in last["tasks"].items()}})
+                       "task_errors": task_errors(last["tasks"])})
     best = min(trials, key=lambda trial: trial["train_error"])
     others = sum(trial["minutes"] for trial in trials if trial is not best)
     source = workdir / f"start{best['start']}"
