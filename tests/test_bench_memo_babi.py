@@ -296,13 +296,24 @@ def test_a_resumed_model_takes_the_runs_supervision_flags(data, capsys):
 
 def test_a_resumed_model_goes_on_at_the_runs_learning_rate(data, capsys):
     model = memo_babi.build(memo_babi.parse_args(SMALL), data)
-    memo_babi.apply_learning_rate(model, memo_babi.parse_args([*SMALL, "--learning-rate", "1e-4"]))
+    memo_babi.apply_learning_rate(model, 1e-4)
     assert "learning rate 0.001 -> 0.0001" in capsys.readouterr().out
     # MEMO's Adam moves; the halting network's RMSProp keeps its own rate
     assert np.isclose(float(model.optimizer.first.learning_rate.numpy()), 1e-4)
     assert np.isclose(float(model.halting_optimizer.learning_rate.numpy()), model.halting_learning_rate)
-    memo_babi.apply_learning_rate(model, memo_babi.parse_args([*SMALL, "--learning-rate", "1e-4"]))
+    memo_babi.apply_learning_rate(model, 1e-4)
     assert capsys.readouterr().out == ""
+
+
+def test_the_curriculum_rounds_train_at_their_own_rate(capsys):
+    args = memo_babi.parse_args([*SMALL, "--first-tasks", "1", "--first-tasks-rounds", "2",
+                                 "--first-tasks-learning-rate", "3e-4", "--learning-rate", "1e-3"])
+    assert [memo_babi.learning_rate_for_round(args, i) for i in range(4)] == [3e-4, 3e-4, 1e-3, 1e-3]
+    plain = memo_babi.parse_args([*SMALL, "--first-tasks", "1", "--learning-rate", "5e-4"])
+    assert [memo_babi.learning_rate_for_round(plain, i) for i in range(2)] == [5e-4, 5e-4]
+    with pytest.raises(SystemExit):
+        memo_babi.parse_args([*SMALL, "--first-tasks-learning-rate", "3e-4"])
+    assert "--first-tasks-learning-rate needs --first-tasks" in capsys.readouterr().err
 
 
 def test_seeds_are_compared_at_the_shortest_runs_examples():
