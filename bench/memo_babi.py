@@ -72,6 +72,10 @@ def parse_args(argv=None):
                              "first (on tasks 1 and 16 it did not find the chain on a seed that failed without it)")
     parser.add_argument("--first-tasks-rounds", type=int, default=None,
                         help="rounds trained on --first-tasks alone (default: 1 with --first-tasks, else 0)")
+    parser.add_argument("--learning-rate-from", nargs="+", default=[], metavar="ROUND=RATE",
+                        help="Adam's rate from these rounds on (then --learning-rate before the first), e.g. "
+                             "19=1e-3: a run that went on at 3e-4 to keep task 16's chain learns the other tasks "
+                             "faster once the chain has settled")
     parser.add_argument("--first-tasks-learning-rate", type=float, default=None,
                         help="Adam's rate in the --first-tasks rounds (default: --learning-rate), e.g. 3e-4: on "
                              "tasks 1 and 16 the chain was found at 3e-4 and not at 1e-3, while the other tasks "
@@ -183,6 +187,7 @@ def parse_args(argv=None):
         parser.error(f"--supervised-hops must be in [1, --max-hops {args.max_hops}]; got {args.supervised_hops}")
     try:
         task_repeats(args.task_repeats)
+        round_rates(args.learning_rate_from)
     except ValueError as error:
         parser.error(str(error))
     if args.starts < 1 or args.start_rounds < 1:
@@ -204,6 +209,22 @@ def parse_args(argv=None):
     if args.no_time and args.time_noise:  # the noise would fall on a time encoding that is not there
         parser.error("--time-noise needs the time encoding; it cannot go with --no-time")
     return args
+
+
+def round_rates(items):
+    """[(round, rate)] in round order from --learning-rate-from's ROUND=RATE items, or a ValueError naming
+    the bad item."""
+    rates = {}
+    for item in items:
+        start, _, rate = item.partition("=")
+        try:
+            start, rate = int(start), float(rate)
+        except ValueError:
+            raise ValueError(f"--learning-rate-from takes ROUND=RATE items such as 19=1e-3; got {item!r}") from None
+        if start < 0 or not rate > 0 or start in rates:
+            raise ValueError(f"--learning-rate-from: {item!r} needs ROUND >= 0, RATE > 0 and a round named once")
+        rates[start] = rate
+    return sorted(rates.items())
 
 
 def task_repeats(items):
@@ -582,11 +603,15 @@ def apply_supervision_arguments(model, args):
 
 
 def learning_rate_for_round(args, index):
-    """Adam's rate in round `index`: --first-tasks-learning-rate in the curriculum's rounds, else
-    --learning-rate."""
+    """Adam's rate in round `index`: --first-tasks-learning-rate in the curriculum's rounds, else the last
+    --learning-rate-from rate whose round has come, else --learning-rate."""
     if index < args.first_tasks_rounds and args.first_tasks_learning_rate is not None:
         return args.first_tasks_learning_rate
-    return args.learning_rate
+    rate = args.learning_rate
+    for start, later in round_rates(args.learning_rate_from):
+        if index >= start:
+            rate = later
+    return rate
 
 
 def apply_learning_rate(model, rate):

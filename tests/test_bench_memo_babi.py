@@ -316,6 +316,18 @@ def test_the_curriculum_rounds_train_at_their_own_rate(capsys):
     assert "--first-tasks-learning-rate needs --first-tasks" in capsys.readouterr().err
 
 
+def test_the_rate_changes_at_the_rounds_given(capsys):
+    args = memo_babi.parse_args([*SMALL, "--first-tasks", "1", "--first-tasks-rounds", "2",
+                                 "--first-tasks-learning-rate", "3e-4", "--learning-rate", "5e-4",
+                                 "--learning-rate-from", "6=1e-4", "4=1e-3"])
+    rates = [memo_babi.learning_rate_for_round(args, i) for i in range(8)]
+    assert rates == [3e-4] * 2 + [5e-4] * 2 + [1e-3] * 2 + [1e-4] * 2
+    for bad in (["x=1e-3"], ["4=fast"], ["-1=1e-3"], ["4=0"], ["4=1e-3", "4=1e-4"]):
+        with pytest.raises(SystemExit):
+            memo_babi.parse_args([*SMALL, "--learning-rate-from", *bad])
+        assert "--learning-rate-from" in capsys.readouterr().err
+
+
 def test_seeds_are_compared_at_the_shortest_runs_examples():
     facts = {"1": 1.0, "2": 2.0, "3": 3.0, "4": 1.0}
 
