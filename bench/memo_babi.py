@@ -211,36 +211,36 @@ def parse_args(argv=None):
     return args
 
 
+def keyed_items(items, flag, form, value_type, allowed, needs):
+    """{key: value} from a flag's KEY=VALUE items (`form` names them, e.g. "TASK=K items such as 17=4"; the key
+    an int named once, the value a `value_type` that `allowed(key, value)` accepts), or a ValueError naming the
+    bad item and what it `needs`."""
+    parsed = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        try:
+            key, value = int(key), value_type(value)
+        except ValueError:
+            raise ValueError(f"{flag} takes {form}; got {item!r}") from None
+        if not allowed(key, value) or key in parsed:
+            raise ValueError(f"{flag}: {item!r} needs {needs}")
+        parsed[key] = value
+    return parsed
+
+
 def round_rates(items):
     """[(round, rate)] in round order from --learning-rate-from's ROUND=RATE items, or a ValueError naming
     the bad item."""
-    rates = {}
-    for item in items:
-        start, _, rate = item.partition("=")
-        try:
-            start, rate = int(start), float(rate)
-        except ValueError:
-            raise ValueError(f"--learning-rate-from takes ROUND=RATE items such as 19=1e-3; got {item!r}") from None
-        if start < 0 or not rate > 0 or start in rates:
-            raise ValueError(f"--learning-rate-from: {item!r} needs ROUND >= 0, RATE > 0 and a round named once")
-        rates[start] = rate
+    rates = keyed_items(items, "--learning-rate-from", "ROUND=RATE items such as 19=1e-3", float,
+                        lambda start, rate: start >= 0 and rate > 0, "ROUND >= 0, RATE > 0 and a round named once")
     return sorted(rates.items())
 
 
 def task_repeats(items):
     """{task: K} from --task-repeats' TASK=K items (kept as given in the arguments, so the recorded command
     reads back), or a ValueError naming the bad item."""
-    repeats = {}
-    for item in items:
-        task, _, times = item.partition("=")
-        try:
-            task, times = int(task), int(times)
-        except ValueError:
-            raise ValueError(f"--task-repeats takes TASK=K items such as 17=4; got {item!r}") from None
-        if times < 1 or task in repeats:
-            raise ValueError(f"--task-repeats: {item!r} needs K >= 1 and a task named once")
-        repeats[task] = times
-    return repeats
+    return keyed_items(items, "--task-repeats", "TASK=K items such as 17=4", int, lambda task, times: times >= 1,
+                       "K >= 1 and a task named once")
 
 
 def load(args):
