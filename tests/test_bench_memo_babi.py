@@ -326,6 +326,9 @@ def test_the_rate_changes_at_the_rounds_given(capsys):
         with pytest.raises(SystemExit):
             memo_babi.parse_args([*SMALL, "--learning-rate-from", *bad])
         assert "--learning-rate-from" in capsys.readouterr().err
+    # argparse takes "-1=..." for an option, so the round's own bound is checked on the parser itself
+    with pytest.raises(ValueError, match="ROUND >= 0"):
+        memo_babi.round_rates(["-1=1e-3"])
 
 
 def test_seeds_are_compared_at_the_shortest_runs_examples():
