@@ -212,6 +212,16 @@ def _tasks_1_16_seeds_row(name, recipe):
             "", "", name)
 
 
+def _joint_seed_cell(run):
+    """One seed of a joint bAbI run for the summary: tasks solved, mean error, Spearman, minutes of its budget."""
+    from bench import memo_babi
+
+    rho = memo_babi.hops_spearman(run["tasks"], run["supporting_facts"])
+    state = "" if run["complete"] else f" of {run['args']['budget_minutes']:.0f}, unfinished"
+    return (f"seed {run['args']['seed']}{_chosen_start(run)}: {run['solved']}/20, {run['mean_error']:.1f}%; "
+            f"{_rho(rho)} ({run['minutes']:.0f} min{state})")
+
+
 def _chosen_start(run):
     """' (start k)' for a run that went on with start k of several (`bench.memo_babi --starts`), else ''."""
     return f" (start {run['starts']['chosen'] + 1})" if "starts" in run else ""
@@ -279,6 +289,12 @@ def summary():
                            f"{_rho(rho)}" for seed, e, rho, _ in seeds)
                  + f" ({examples / 1e6:.2f} M examples)",
                  f"{memo_babi.PAPER['MEMO'][1]}/20, {memo_babi.PAPER['MEMO'][0]}%", "", second_seed))
+    curriculum = "memo_babi_curriculum_lr3e-4_anneal.json"
+    rows.append(("MEMO, joint bAbI, tasks 1 and 16 first (best of 3 starts), coverage penalty 5, Adam 3e-4 then "
+                 "1e-4 from round 65, per seed",
+                 "tasks solved, mean error; Spearman of hops and supporting facts (training minutes)",
+                 "; ".join(_joint_seed_cell(run) for run in _all_seeds_of(curriculum)),
+                 f"{memo_babi.PAPER['MEMO'][1]}/20, {memo_babi.PAPER['MEMO'][0]}%", "", curriculum))
     alone = "memo_babi_task16_coverage5_lr1e-4_max_hops5_seed1.json"
     runs = _with_its_seed_of(alone)
     rows.append(("MEMO, bAbI task 16 alone, coverage penalty 5, Adam 1e-4, per seed",
