@@ -74,8 +74,8 @@ def parse_args(argv=None):
                         help="rounds trained on --first-tasks alone (default: 1 with --first-tasks, else 0)")
     parser.add_argument("--learning-rate-from", nargs="+", default=[], metavar="ROUND=RATE",
                         help="Adam's rate from these rounds on (--learning-rate before the first), e.g. 19=1e-3; "
-                             "on joint bAbI from the tied start that rate lost task 16's chain at once, so the "
-                             "curriculum recipe stays at 3e-4")
+                             "on joint bAbI from the tied start that rate lost task 16's chain at once, while 65=1e-4 "
+                             "after 3e-4 lowered the mean error by about a point")
     parser.add_argument("--first-tasks-learning-rate", type=float, default=None,
                         help="Adam's rate in the --first-tasks rounds (default: --learning-rate), e.g. 3e-4: on "
                              "tasks 1 and 16 the chain was found at 3e-4 and not at 1e-3, while the other tasks "
