@@ -212,14 +212,20 @@ def _tasks_1_16_seeds_row(name, recipe):
             "", "", name)
 
 
-def _joint_seed_cell(run):
-    """One seed of a joint bAbI run for the summary: tasks solved, mean error, Spearman, minutes of its budget."""
+def _joint_cell(run, minutes=True):
+    """A joint bAbI run for the summary: tasks solved, mean error, Spearman and (with `minutes`) the training
+    minutes of its budget."""
     from bench import memo_babi
 
     rho = memo_babi.hops_spearman(run["tasks"], run["supporting_facts"])
     state = "" if run["complete"] else f" of {run['args']['budget_minutes']:.0f}, unfinished"
-    return (f"seed {run['args']['seed']}{_chosen_start(run)}: {run['solved']}/20, {run['mean_error']:.1f}%; "
-            f"{_rho(rho)} ({run['minutes']:.0f} min{state})")
+    return (f"{run['solved']}/20, {run['mean_error']:.1f}%; {_rho(rho)}"
+            + (f" ({run['minutes']:.0f} training min{state})" if minutes else ""))
+
+
+def _joint_seed_cell(run):
+    """One seed of a joint bAbI run for the summary: its seed (and chosen start), then `_joint_cell`."""
+    return f"seed {run['args']['seed']}{_chosen_start(run)}: {_joint_cell(run)}"
 
 
 def _chosen_start(run):
@@ -274,12 +280,8 @@ def summary():
                                   "memo_babi_task_repeats.json", True),
                                  ("MEMO, joint bAbI, tasks 17 and 19 repeated, halting on distance (the paper's)",
                                   "memo_babi_task_repeats_distance.json", True)):
-        joint = _load(name)
-        rho = memo_babi.hops_spearman(joint["tasks"], joint["supporting_facts"])
-        state = "" if joint["complete"] else f" of {joint['args']['budget_minutes']:.0f}, unfinished"
         rows.append((title, "tasks solved, mean error; Spearman of hops and supporting facts",
-                     f"{joint['solved']}/20, {joint['mean_error']:.1f}%; {_rho(rho)}"
-                     + (f" ({joint['minutes']:.0f} training min{state})" if minutes else ""),
+                     _joint_cell(_load(name), minutes),
                      f"{memo_babi.PAPER['MEMO'][1]}/20, {memo_babi.PAPER['MEMO'][0]}%", "", name))
     second_seed = "memo_babi_task_repeats_seed1.json"
     examples, seeds = memo_babi.at_equal_examples(_with_its_seed_of(second_seed))

@@ -122,8 +122,8 @@ def test_a_joint_seed_cell_gives_solved_error_spearman_and_the_budget_left():
            "supporting_facts": {"1": 1.0, "2": 2.0, "3": 3.0}, "minutes": 101.6, "complete": False,
            "starts": {"chosen": 0}}
     # hops ranked exactly as the supporting facts: Spearman 1
-    assert report._joint_seed_cell(run) == "seed 1 (start 1): 1/20, 16.3%; 1.00 (102 min of 240, unfinished)"
+    assert report._joint_seed_cell(run) == "seed 1 (start 1): 1/20, 16.3%; 1.00 (102 training min of 240, unfinished)"
     run.update(complete=True, minutes=240.2, tasks={**tasks, "3": {"error": 40.0, "hops": 1.5}})
     del run["starts"]
     # hops 1, 2, 1.5 against facts 1, 2, 3: ranks 1, 3, 2 against 1, 2, 3, rho = 1 - 6 * 2 / (3 * 8) = 0.5
-    assert report._joint_seed_cell(run) == "seed 1: 1/20, 16.3%; 0.50 (240 min)"
+    assert report._joint_seed_cell(run) == "seed 1: 1/20, 16.3%; 0.50 (240 training min)"
