@@ -25,10 +25,32 @@ def test_an_uncatalogued_file_is_an_error(tmp_path, monkeypatch):
                 (tmp_path / name).write_text("{}")
     (tmp_path / "orphan.json").write_text("{}")
     monkeypatch.setattr(report, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(report, "CHECKPOINTS_DIR", tmp_path / "checkpoints")
     assert report.check_catalogue() == [
         "bench/results/orphan.json is in no table: add it to bench/catalogue.toml or remove it"]
     (tmp_path / "memo_babi.json").unlink()
     assert "bench/catalogue.toml lists bench/results/memo_babi.json, which does not exist" in report.check_catalogue()
+
+
+def test_a_committed_workdir_must_belong_to_an_unfinished_run(tmp_path, monkeypatch):
+    """CONTRIBUTING: bench/checkpoints/<name> holds an unfinished run's workdir and goes once the run finishes."""
+    for section in report.CATALOGUE:
+        for entry in section.entries:
+            for name in filter(None, (entry.name, entry.picture)):
+                (tmp_path / name).write_text("{}")
+    checkpoints = tmp_path / "checkpoints"
+    (checkpoints / "memo_run").mkdir(parents=True)
+    monkeypatch.setattr(report, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(report, "CHECKPOINTS_DIR", checkpoints)
+    assert report.check_catalogue() == [
+        "bench/checkpoints/memo_run is the workdir of no results file: remove it"]
+    run = {"args": {"workdir": "bench/checkpoints/memo_run"}, "complete": False}
+    (tmp_path / "memo_babi.json").write_text(json.dumps(run))
+    assert report.check_catalogue() == []
+    (tmp_path / "memo_babi.json").write_text(json.dumps({**run, "complete": True}))
+    assert report.check_catalogue() == [
+        "bench/checkpoints/memo_run: bench/results/memo_babi.json has finished, "
+        "so its workdir is no longer needed: remove it"]
 
 
 @pytest.mark.parametrize("entry", [e for s in report.CATALOGUE for e in s.entries if not e.command],
