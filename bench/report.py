@@ -394,8 +394,8 @@ def _check_checkpoints(names):
         return []
     owners = {}
     for name in names:
-        run = _load(name) if name.endswith(".json") else None
-        workdir = pathlib.PurePosixPath(str((run or {}).get("args", {}).get("workdir", "")))
+        run = _load(name)
+        workdir = pathlib.PurePosixPath(str(run.get("args", {}).get("workdir", "")))
         if workdir.parent == pathlib.PurePosixPath("bench/checkpoints"):
             owners[workdir.name] = (name, run.get("complete", False))
     errors = []

@@ -18,11 +18,18 @@ def test_committed_pages_match_the_json():
     assert report.readme(readme) == readme, "README.md's results table is stale: run python -m bench.report"
 
 
-def test_an_uncatalogued_file_is_an_error(tmp_path, monkeypatch):
+@pytest.fixture
+def stub_results(tmp_path):
+    """A results folder with an empty stand-in for every catalogued file and picture."""
     for section in report.CATALOGUE:
         for entry in section.entries:
             for name in filter(None, (entry.name, entry.picture)):
                 (tmp_path / name).write_text("{}")
+    return tmp_path
+
+
+def test_an_uncatalogued_file_is_an_error(stub_results, monkeypatch):
+    tmp_path = stub_results
     (tmp_path / "orphan.json").write_text("{}")
     monkeypatch.setattr(report, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(report, "CHECKPOINTS_DIR", tmp_path / "checkpoints")
@@ -32,12 +39,9 @@ def test_an_uncatalogued_file_is_an_error(tmp_path, monkeypatch):
     assert "bench/catalogue.toml lists bench/results/memo_babi.json, which does not exist" in report.check_catalogue()
 
 
-def test_a_committed_workdir_must_belong_to_an_unfinished_run(tmp_path, monkeypatch):
+def test_a_committed_workdir_must_belong_to_an_unfinished_run(stub_results, monkeypatch):
     """CONTRIBUTING: bench/checkpoints/<name> holds an unfinished run's workdir and goes once the run finishes."""
-    for section in report.CATALOGUE:
-        for entry in section.entries:
-            for name in filter(None, (entry.name, entry.picture)):
-                (tmp_path / name).write_text("{}")
+    tmp_path = stub_results
     checkpoints = tmp_path / "checkpoints"
     (checkpoints / "memo_run").mkdir(parents=True)
     monkeypatch.setattr(report, "RESULTS_DIR", tmp_path)
