@@ -545,7 +545,6 @@ def choose_start(args, workdir, rounds):
     trained again, and the choice, once written to `workdir`/starts.json, is read back. Returns that
     record: the chosen start, its seed and every start's errors."""
     import json
-    import shutil
 
     from bench.budget import saved_curve
     from keras_relmem.training import write_json
@@ -556,6 +555,12 @@ def choose_start(args, workdir, rounds):
         if (chosen["count"], chosen["rounds"]) != (args.starts, args.start_rounds):
             raise SystemExit(f"--starts {args.starts} --start-rounds {args.start_rounds}: {workdir} chose among "
                              f"{chosen['count']} starts of {chosen['rounds']} rounds; use a new --workdir")
+        if not saved_curve(workdir):  # the choice without its copy (starts.json copied alone): copy again
+            source = workdir / f"start{chosen['chosen']}"
+            if not saved_curve(source):
+                raise SystemExit(f"{path} chose start {chosen['chosen'] + 1}, but neither {workdir} nor {source} "
+                                 "holds its model and curve; restore one of them or use a new --workdir")
+            _go_on_from(source, workdir, chosen["minutes_of_other_starts"])
         return chosen
     if saved_curve(workdir) and not (workdir / "start0").is_dir():  # with start0: stopped while choosing
         raise SystemExit(f"--starts {args.starts}: {workdir} holds a run begun with one start; use a new --workdir")
@@ -572,9 +577,7 @@ def choose_start(args, workdir, rounds):
                        "task_errors": task_errors(last["tasks"])})
     best = min(trials, key=lambda trial: trial["train_error"])
     others = sum(trial["minutes"] for trial in trials if trial is not best)
-    source = workdir / f"start{best['start']}"
-    shutil.copyfile(source / "model.keras", workdir / "model.keras")
-    write_json(workdir / "curve.json", [{**e, "minutes": round(e["minutes"] + others, 3)} for e in saved_curve(source)])
+    _go_on_from(workdir / f"start{best['start']}", workdir, others)
     chosen = {"count": args.starts, "rounds": args.start_rounds, "chosen": best["start"], "seed": best["seed"],
               "chosen_on": chosen_on, "minutes_of_other_starts": round(others, 3), "by_start": trials}
     write_json(path, chosen)  # last: a run stopped before this chooses again from the saved starts
@@ -582,6 +585,18 @@ def choose_start(args, workdir, rounds):
     print(f"chose start {best['start'] + 1} (seed {best['seed']}): training error {best['train_error']:.2f}% "
           f"(starts: {errors})", flush=True)
     return chosen
+
+
+def _go_on_from(source, workdir, others):
+    """Make start folder `source` the run's in `workdir`: its model, and its curve with the other starts'
+    `others` minutes added, so the budget counts every start."""
+    import shutil
+
+    from bench.budget import saved_curve
+    from keras_relmem.training import write_json
+
+    shutil.copyfile(source / "model.keras", workdir / "model.keras")
+    write_json(workdir / "curve.json", [{**e, "minutes": round(e["minutes"] + others, 3)} for e in saved_curve(source)])
 
 
 def answer_warmup_rounds(args):

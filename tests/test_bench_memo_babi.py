@@ -434,6 +434,19 @@ def test_starts_go_on_with_the_lowest_training_error_and_count_every_starts_minu
     (tmp_path / "starts.json").unlink()
     again, _ = _fake_starts([{"1": 1.0, "16": 50.0}, {"1": 10.0, "16": 2.0}, {"1": 30.0, "16": 40.0}])
     assert memo_babi.choose_start(args, tmp_path, again) == chosen
+    # starts.json copied into a new workdir with the start folders but without the chosen model and curve:
+    # the copy is made again, clock included, rather than the chosen seed trained afresh and its minutes lost
+    for name in ("model.keras", "curve.json"):
+        (tmp_path / name).unlink()
+    assert memo_babi.choose_start(args, tmp_path, _fake_starts([])[0]) == chosen
+    assert (tmp_path / "model.keras").read_text() == "model of seed 1002"
+    assert [e["minutes"] for e in json.loads((tmp_path / "curve.json").read_text())] == [10.0, 12.0]
+    # and without the start folder either, the rerun is refused
+    for name in ("model.keras", "curve.json"):
+        (tmp_path / name).unlink()
+    (tmp_path / "start1" / "curve.json").unlink()
+    with pytest.raises(SystemExit, match="chose start 2, but neither"):
+        memo_babi.choose_start(args, tmp_path, _fake_starts([])[0])
 
 
 def test_start_zero_is_the_runs_own_seed():
