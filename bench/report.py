@@ -294,7 +294,9 @@ def summary():
                  f"{memo_babi.PAPER['MEMO'][1]}/20, {memo_babi.PAPER['MEMO'][0]}%", "", second_seed))
     for curriculum, repeated in (("memo_babi_curriculum_lr3e-4_anneal.json", ""),
                                  ("memo_babi_curriculum_t3x10.json", ", task 3 ten times in every pass"),
-                                 ("memo_babi_curriculum_t14x2.json", ", task 14 twice in every pass")):
+                                 ("memo_babi_curriculum_t14x2.json", ", task 14 twice in every pass"),
+                                 ("memo_babi_curriculum_t14x2_17x4.json",
+                                  ", task 14 twice and task 17 four times in every pass")):
         rows.append(("MEMO, joint bAbI, tasks 1 and 16 first (best of 3 starts), coverage penalty 5, Adam 3e-4 then "
                      f"1e-4 from round 65{repeated}, per seed",
                      "tasks solved, mean error; Spearman of hops and supporting facts (training minutes)",
