@@ -426,6 +426,7 @@ def run(args):
     limit_threads(args.threads)
     from keras_relmem.training import write_json
 
+    refuse_to_overwrite(pathlib.Path(args.results), pathlib.Path(args.workdir))
     data = load(args)
     print(f"bAbI tasks {', '.join(map(str, data.tasks))}: {len(data.examples['train'])} training questions, "
           f"stories up to {data.story_length} sentences; bucket bounds {data_bucket_bounds(data)}", flush=True)
@@ -534,6 +535,16 @@ def start_trained_tasks(args, tasks):
     (--first-tasks) leaves out are not chosen on, whatever their errors by chance."""
     return [str(task) for task in tasks
             if all(repeats_for_round(args, tasks, index).get(task, 1) > 0 for index in range(args.start_rounds))]
+
+
+def refuse_to_overwrite(results, workdir):
+    """A new run (nothing in `workdir` to continue) would write over `results`: refused when that file
+    already holds a run, so a committed result is not lost to a rerun of its command after its workdir
+    was removed, or to a new recipe left on the default --results."""
+    begun = (workdir / "curve.json").exists() or (workdir / "starts.json").exists() or (workdir / "start0").is_dir()
+    if results.exists() and not begun:
+        raise SystemExit(f"{results} already holds a run, and {workdir} has none to continue: a new run would "
+                         "overwrite it; pass another --results, or remove the file to train again")
 
 
 def choose_start(args, workdir, rounds):

@@ -110,6 +110,11 @@ def test_a_run_on_some_tasks_records_the_analysis(tmp_path):
     assert last["task_hops"] == {t: row["hops"] for t, row in run["tasks"].items()}
     assert "solved" in memo_babi.markdown(run) and "1 fact" in memo_babi.markdown(run)
     assert memo_babi.markdown(run).startswith("bAbI tasks 1, 2 together en-10k")
+    # the same results file from a new workdir: refused before anything trains, and the file is kept
+    written = results.read_text()
+    with pytest.raises(SystemExit, match="memo.json already holds a run, and .*fresh has none to continue"):
+        memo_babi.main([*argv[:-4], "--workdir", str(tmp_path / "fresh"), "--results", str(results)])
+    assert results.read_text() == written and not (tmp_path / "fresh").exists()
 
 
 def test_hops_spearman_is_none_where_undefined():
