@@ -33,7 +33,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from bench.budget import train_within_budget  # noqa: E402
+from bench.budget import saved_curve, train_within_budget  # noqa: E402
 from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
 from bench.memo import (  # noqa: E402
     add_halting_arguments,
@@ -541,7 +541,7 @@ def refuse_to_overwrite(results, workdir):
     """A new run (nothing in `workdir` to continue) would write over `results`: refused when that file
     already holds a run, so a committed result is not lost to a rerun of its command after its workdir
     was removed, or to a new recipe left on the default --results."""
-    begun = (workdir / "curve.json").exists() or (workdir / "starts.json").exists() or (workdir / "start0").is_dir()
+    begun = saved_curve(workdir) or (workdir / "starts.json").exists() or (workdir / "start0").is_dir()
     if results.exists() and not begun:
         raise SystemExit(f"{results} already holds a run, and {workdir} has none to continue: a new run would "
                          "overwrite it; pass another --results, or remove the file to train again")
@@ -557,7 +557,6 @@ def choose_start(args, workdir, rounds):
     record: the chosen start, its seed and every start's errors."""
     import json
 
-    from bench.budget import saved_curve
     from keras_relmem.training import write_json
 
     path = workdir / "starts.json"
@@ -603,7 +602,6 @@ def _go_on_from(source, workdir, others):
     `others` minutes added, so the budget counts every start."""
     import shutil
 
-    from bench.budget import saved_curve
     from keras_relmem.training import write_json
 
     shutil.copyfile(source / "model.keras", workdir / "model.keras")

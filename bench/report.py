@@ -229,6 +229,15 @@ def _joint_seed_cell(run):
     return f"seed {run['args']['seed']}{_chosen_start(run)}: {_joint_cell(run)}"
 
 
+def _joint_seeds_row(title, name):
+    """The summary's row of a joint bAbI recipe: every seed of run `name` (`_all_seeds_of`), next to the paper."""
+    from bench import memo_babi
+
+    return (title, "tasks solved, mean error; Spearman of hops and supporting facts (training minutes)",
+            "; ".join(_joint_seed_cell(run) for run in _all_seeds_of(name)),
+            f"{memo_babi.PAPER['MEMO'][1]}/20, {memo_babi.PAPER['MEMO'][0]}%", "", name)
+
+
 def _chosen_start(run):
     """' (start k)' for a run that went on with start k of several (`bench.memo_babi --starts`), else ''."""
     return f" (start {run['starts']['chosen'] + 1})" if "starts" in run else ""
@@ -276,11 +285,9 @@ def summary():
         rows.append((f"MEMO, shortest path {setting}", "first / second node",
                      f"{ours['first_node']:.1f}% / {ours['second_node']:.1f}%", f"{paper[0]}% / {paper[1]}%", "",
                      "memo_shortest_path.json"))
-    rows.append(("MEMO, joint bAbI, the final recipe: tasks 1 and 16 first (best of 3 starts), coverage penalty 5, "
-                 "Adam 3e-4 then 1e-4 from round 65, tasks 14, 17 and 19 repeated in every pass, per seed",
-                 "tasks solved, mean error; Spearman of hops and supporting facts (training minutes)",
-                 "; ".join(_joint_seed_cell(run) for run in _all_seeds_of("memo_babi.json")),
-                 f"{memo_babi.PAPER['MEMO'][1]}/20, {memo_babi.PAPER['MEMO'][0]}%", "", "memo_babi.json"))
+    rows.append(_joint_seeds_row("MEMO, joint bAbI, the final recipe: tasks 1 and 16 first (best of 3 starts), "
+                                 "coverage penalty 5, Adam 3e-4 then 1e-4 from round 65, tasks 14, 17 and 19 "
+                                 "repeated in every pass, per seed", "memo_babi.json"))
     for title, name, minutes in (("MEMO, joint bAbI, the first recipe", "memo_babi_first_recipe.json", False),
                                  ("MEMO, joint bAbI, tasks 17 and 19 repeated, halting on distance and entropy",
                                   "memo_babi_task_repeats.json", True),
@@ -300,11 +307,8 @@ def summary():
     for curriculum, repeated in (("memo_babi_curriculum_lr3e-4_anneal.json", ""),
                                  ("memo_babi_curriculum_t3x10.json", ", task 3 ten times in every pass"),
                                  ("memo_babi_curriculum_t14x2.json", ", task 14 twice in every pass")):
-        rows.append(("MEMO, joint bAbI, tasks 1 and 16 first (best of 3 starts), coverage penalty 5, Adam 3e-4 then "
-                     f"1e-4 from round 65{repeated}, per seed",
-                     "tasks solved, mean error; Spearman of hops and supporting facts (training minutes)",
-                     "; ".join(_joint_seed_cell(run) for run in _all_seeds_of(curriculum)),
-                     f"{memo_babi.PAPER['MEMO'][1]}/20, {memo_babi.PAPER['MEMO'][0]}%", "", curriculum))
+        rows.append(_joint_seeds_row("MEMO, joint bAbI, tasks 1 and 16 first (best of 3 starts), coverage penalty 5, "
+                                     f"Adam 3e-4 then 1e-4 from round 65{repeated}, per seed", curriculum))
     alone = "memo_babi_task16_coverage5_lr1e-4_max_hops5_seed1.json"
     runs = _with_its_seed_of(alone)
     rows.append(("MEMO, bAbI task 16 alone, coverage penalty 5, Adam 1e-4, per seed",
