@@ -140,7 +140,7 @@ def run(args):
         _, accuracy = model.evaluate(test["inputs"], test["target"], batch_size=500, verbose=0)
         return {"test_accuracy": round(100 * accuracy, 2)}
 
-    arguments = run_arguments(args, "workdir")
+    arguments = run_arguments(args)
 
     def summary(curve):
         return {

@@ -155,7 +155,7 @@ def run(args):
         epoch = index * args.batches_per_round / batches
         return {"epoch": round(epoch, 3), "train_perplexity": round(math.exp(min(loss, 50.0)), 2)}
 
-    arguments = run_arguments(args, "workdir", "data_dir")
+    arguments = run_arguments(args, "data_dir")
 
     def summary(curve):
         return {

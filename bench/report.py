@@ -229,6 +229,12 @@ def _joint_seed_cell(run):
     return f"seed {run['args']['seed']}{_chosen_start(run)}: {_joint_cell(run)}"
 
 
+def _asked(run):
+    """The questions a curriculum run was last asked in training, e.g. `0-2`."""
+    asked = run["curve"][-1]["asked"]
+    return f"{asked[0]}-{asked[-1]}" if len(asked) > 1 else f"{asked[0]}"
+
+
 def _joint_seeds_row(title, name):
     """The summary's row of a joint bAbI recipe: every seed of run `name` (`_all_seeds_of`), next to the paper."""
     from bench import memo_babi
@@ -324,6 +330,14 @@ def summary():
                  f"{nth['rmc']['accuracy']:.1f}% / {nth['lstm']['accuracy']:.1f}% "
                  f"({nth['rmc']['minutes']:.0f} min each)",
                  f"{nth_farthest.PAPER['rmc']:.0f}% / {nth_farthest.PAPER['lstm']:.0f}%", "", "nth_farthest.json"))
+    curriculum = _load("nth_farthest_8objects_curriculum.json")
+    rmc, lstm = curriculum["rmc_h32_curriculum"], curriculum["lstm_curriculum"]
+    rows.append(("RMC, Nth Farthest, with a curriculum over n", "accuracy, RMC / LSTM",
+                 f"{rmc['accuracy']:.1f}% / {lstm['accuracy']:.1f}% ({rmc['minutes']:.0f} / {lstm['minutes']:.0f} "
+                 f"training min{'' if rmc.get('complete') and lstm.get('complete') else ', unfinished'}; "
+                 f"n asked in training: {_asked(rmc)} / {_asked(lstm)})",
+                 f"{nth_farthest.PAPER['rmc']:.0f}% / {nth_farthest.PAPER['lstm']:.0f}%", "",
+                 "nth_farthest_8objects_curriculum.json"))
     small = _load("nth_farthest_4objects.json")
     lstms = {name: run for name, run in small.items()  # the finished LSTMs asked the same question
              if name.startswith("lstm") and run.get("complete") and small["args"][name].get("questions") == [0]}
@@ -399,23 +413,41 @@ def check_catalogue():
 
 def _check_checkpoints(names):
     """A committed workdir (bench/checkpoints/<name>, CONTRIBUTING) is there only to resume an unfinished run:
-    the errors for a folder no results file resumes from, or whose run has finished."""
+    the errors for a folder no results file resumes from, or whose run has finished. A bench of several
+    models (`--workdir W` keeps each run in `W/<run name>`) owns W, and each of its folders is one run's."""
     if not CHECKPOINTS_DIR.is_dir():
         return []
-    owners = {}
+    owners = {}  # folder under bench/checkpoints -> (results file, finished)
     for name in names:
-        run = _load(name)
-        workdir = pathlib.PurePosixPath(str(run.get("args", {}).get("workdir", "")))
-        if workdir.parent == pathlib.PurePosixPath("bench/checkpoints"):
-            owners[workdir.name] = (name, run.get("complete", False))
+        for folder, complete in _workdirs(_load(name)):
+            owners[folder] = (name, complete)
     errors = []
-    for folder in sorted(p.name for p in CHECKPOINTS_DIR.iterdir() if p.is_dir()):
-        if folder not in owners:
-            errors.append(f"bench/checkpoints/{folder} is the workdir of no results file: remove it")
-        elif owners[folder][1]:
-            errors.append(f"bench/checkpoints/{folder}: bench/results/{owners[folder][0]} has finished, "
-                          "so its workdir is no longer needed: remove it")
+    for path in sorted(p for p in CHECKPOINTS_DIR.iterdir() if p.is_dir()):
+        if path.name in owners or not any(f.startswith(f"{path.name}/") for f in owners):
+            folders = [path.name]
+        else:
+            folders = [f"{path.name}/{q.name}" for q in sorted(path.iterdir()) if q.is_dir()]
+        for folder in folders:
+            if folder not in owners:
+                errors.append(f"bench/checkpoints/{folder} is the workdir of no results file: remove it")
+            elif owners[folder][1]:
+                errors.append(f"bench/checkpoints/{folder}: bench/results/{owners[folder][0]} has finished, "
+                              "so its workdir is no longer needed: remove it")
     return errors
+
+
+def _workdirs(results):
+    """(folder under bench/checkpoints, finished) for each run of a results file that resumes from one: the
+    file's own `args.workdir`, or `args.<run>.workdir`/<run> for a bench of several models."""
+    checkpoints = pathlib.PurePosixPath("bench/checkpoints")
+    arguments = results.get("args", {})
+    if "workdir" in arguments:
+        workdirs = [(pathlib.PurePosixPath(str(arguments["workdir"])), results.get("complete", False))]
+    else:
+        workdirs = [(pathlib.PurePosixPath(str(a["workdir"])) / run, results.get(run, {}).get("complete", False))
+                    for run, a in arguments.items() if isinstance(a, dict) and "workdir" in a]
+    return [(str(w.relative_to(checkpoints)), complete) for w, complete in workdirs
+            if w.is_relative_to(checkpoints) and w != checkpoints]
 
 
 def main(argv=None):

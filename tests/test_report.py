@@ -57,6 +57,24 @@ def test_a_committed_workdir_must_belong_to_an_unfinished_run(stub_results, monk
         "so its workdir is no longer needed: remove it"]
 
 
+def test_a_bench_of_several_models_owns_one_folder_per_run(stub_results, monkeypatch):
+    """`bench.nth_farthest --workdir W --name N` keeps run N in W/N: each such folder goes once its run finishes."""
+    tmp_path = stub_results
+    checkpoints = tmp_path / "checkpoints"
+    for run in ("rmc", "lstm", "stray"):
+        (checkpoints / "nth" / run).mkdir(parents=True)
+    monkeypatch.setattr(report, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(report, "CHECKPOINTS_DIR", checkpoints)
+    args = {"workdir": "bench/checkpoints/nth", "model": "rmc"}
+    results = {"rmc": {"complete": False}, "lstm": {"complete": True},
+               "args": {"rmc": args, "lstm": {**args, "model": "lstm"}}}
+    (tmp_path / "nth_farthest.json").write_text(json.dumps(results))
+    assert report.check_catalogue() == [
+        "bench/checkpoints/nth/lstm: bench/results/nth_farthest.json has finished, "
+        "so its workdir is no longer needed: remove it",
+        "bench/checkpoints/nth/stray is the workdir of no results file: remove it"]
+
+
 @pytest.mark.parametrize("entry", [e for s in report.CATALOGUE for e in s.entries if not e.command],
                          ids=lambda e: e.name)
 def test_each_command_parses_back_to_the_recorded_arguments(entry):
