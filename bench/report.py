@@ -326,17 +326,16 @@ def summary():
     for name, recipe in TASKS_1_16_RECIPES.items():
         rows.append(_tasks_1_16_seeds_row(name, recipe))
     nth = _load("nth_farthest.json")
+    nth_paper = f"{nth_farthest.PAPER['rmc']:.0f}% / {nth_farthest.PAPER['lstm']:.0f}%"  # the 8 x 16 task's
     rows.append(("RMC, Nth Farthest", "accuracy, RMC / LSTM",
                  f"{nth['rmc']['accuracy']:.1f}% / {nth['lstm']['accuracy']:.1f}% "
-                 f"({nth['rmc']['minutes']:.0f} min each)",
-                 f"{nth_farthest.PAPER['rmc']:.0f}% / {nth_farthest.PAPER['lstm']:.0f}%", "", "nth_farthest.json"))
+                 f"({nth['rmc']['minutes']:.0f} min each)", nth_paper, "", "nth_farthest.json"))
     curriculum = _load("nth_farthest_8objects_curriculum.json")
     rmc, lstm = curriculum["rmc_h32_curriculum"], curriculum["lstm_curriculum"]
     rows.append(("RMC, Nth Farthest, with a curriculum over n", "accuracy, RMC / LSTM",
                  f"{rmc['accuracy']:.1f}% / {lstm['accuracy']:.1f}% ({rmc['minutes']:.0f} / {lstm['minutes']:.0f} "
                  f"training min{'' if rmc.get('complete') and lstm.get('complete') else ', unfinished'}; "
-                 f"n asked in training: {_asked(rmc)} / {_asked(lstm)})",
-                 f"{nth_farthest.PAPER['rmc']:.0f}% / {nth_farthest.PAPER['lstm']:.0f}%", "",
+                 f"n asked in training: {_asked(rmc)} / {_asked(lstm)})", nth_paper, "",
                  "nth_farthest_8objects_curriculum.json"))
     small = _load("nth_farthest_4objects.json")
     lstms = {name: run for name, run in small.items()  # the finished LSTMs asked the same question
