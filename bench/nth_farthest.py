@@ -206,8 +206,13 @@ def markdown(results):
 def report(args):
     results = read_results(args.results)
     print(markdown(results))
-    path = draw_model_curves(results, "test_accuracy", "test accuracy (%)",
-                             "Nth Farthest: equal training time on one CPU core", args.results)
+    # A curriculum's training asks only the n reached so far while the test asks every n, so its test curve
+    # stays flat until late; the training curve beside it shows whether the first question is being learnt.
+    curricula = {name: ("train_accuracy", "(training, n asked)") for name in run_names(results)
+                 if results.get("args", {}).get(name, {}).get("curriculum") is not None}
+    title = "Nth Farthest: equal training time on one CPU core" + ("\n(solid: test, every n)" if curricula else "")
+    path = draw_model_curves(results, "test_accuracy", "accuracy (%)" if curricula else "test accuracy (%)",
+                             title, args.results, dashed=curricula)
     print(f"Wrote {path}")
 
 

@@ -136,7 +136,7 @@ def training_curves(metrics_path, path, title="Training"):
     return _save(fig, path)
 
 
-def budget_curves(curves, key, ylabel, title, path, log_y=False):
+def budget_curves(curves, key, ylabel, title, path, log_y=False, dashed=None):
     """A metric against training wall-clock for several models on one plot.
 
     Args:
@@ -146,6 +146,10 @@ def budget_curves(curves, key, ylabel, title, path, log_y=False):
         ylabel, title: axis label and title.
         path: PNG to write.
         log_y: logarithmic y axis (perplexities).
+        dashed: `{label: (key, legend suffix)}`: a second metric of those
+            curves, drawn dashed in the curve's colour (e.g. the training
+            accuracy of a run whose training asks other questions than its
+            test).
 
     Example:
 
@@ -158,13 +162,21 @@ def budget_curves(curves, key, ylabel, title, path, log_y=False):
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5, 3.2))
     for label, curve in curves.items():
-        ax.plot([e["minutes"] for e in curve], [e[key] for e in curve], label=label)
+        minutes = [e["minutes"] for e in curve]
+        (line,) = ax.plot(minutes, [e[key] for e in curve], label=label)
+        if label in (dashed or {}):
+            other, suffix = dashed[label]
+            ax.plot(minutes, [e[other] for e in curve], "--", color=line.get_color(), linewidth=0.8,
+                    label=f"{label} {suffix}")
     if log_y:
         ax.set_yscale("log")
     ax.set_xlabel("training minutes")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
+    if dashed:  # twice the entries: under the axes, where they hide no curve
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
+    else:
+        ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return _save(fig, path)
 

@@ -89,6 +89,27 @@ def test_training_curves(tmp_path):
     assert_picture(viz.training_curves(tmp_path / "metrics.json", tmp_path / "curves.png"))
 
 
+def test_budget_curves_draw_a_second_metric_dashed_in_each_runs_colour(tmp_path, monkeypatch):
+    """A curriculum run's training accuracy goes beside its test accuracy, same colour, dashed; others alone."""
+    drawn = {}
+    save = viz._save
+
+    def capture(fig, path):
+        drawn["lines"] = [(line.get_label(), line.get_linestyle(), line.get_color(), list(line.get_ydata()))
+                          for line in fig.axes[0].get_lines()]
+        return save(fig, path)
+
+    monkeypatch.setattr(viz, "_save", capture)
+    curves = {"RMC": [{"minutes": 1, "test": 12, "train": 14}, {"minutes": 2, "test": 13, "train": 30}],
+              "LSTM": [{"minutes": 1, "test": 11, "train": 15}, {"minutes": 2, "test": 12, "train": 16}]}
+    assert_picture(viz.budget_curves(curves, "test", "accuracy (%)", "demo", tmp_path / "c.png",
+                                     dashed={"RMC": ("train", "(training)")}))
+    rmc, training, lstm = drawn["lines"]
+    assert rmc == ("RMC", "-", rmc[2], [12, 13])
+    assert training == ("RMC (training)", "--", rmc[2], [14, 30])
+    assert lstm == ("LSTM", "-", lstm[2], [11, 12]) and lstm[2] != rmc[2]
+
+
 @needs_data
 # EntNet by default; MEMO and the RMC (the same script, their probes tested above) with `-m slow`.
 @pytest.mark.parametrize("model", ["entnet", pytest.param("memo", marks=pytest.mark.slow),
