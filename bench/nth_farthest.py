@@ -210,7 +210,8 @@ def report(args):
     # stays flat until late; the training curve beside it shows whether the first question is being learnt.
     curricula = {name: ("train_accuracy", "(training, n asked)") for name in run_names(results)
                  if results.get("args", {}).get(name, {}).get("curriculum") is not None}
-    title = "Nth Farthest: equal training time on one CPU core" + ("\n(solid: test, every n)" if curricula else "")
+    title = "Nth Farthest: equal training time on one CPU core"
+    title += "\n(solid: test accuracy, dashed: training accuracy)" if curricula else ""
     path = draw_model_curves(results, "test_accuracy", "accuracy (%)" if curricula else "test accuracy (%)",
                              title, args.results, dashed=curricula)
     print(f"Wrote {path}")
