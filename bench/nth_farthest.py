@@ -183,9 +183,9 @@ def without_distances(num_objects, questions=None):
 
 def markdown(results):
     """Test accuracy of each model after its budget, next to the paper's."""
-    lines = ["| model | objects | test accuracy % | best % | without distances % | training minutes | examples "
-             "| parameters | paper % |",
-             "|" + "---|" * 9]
+    lines = ["| model | seed | objects | test accuracy % | best % | without distances % | training minutes "
+             "| examples | parameters | paper % |",
+             "|" + "---|" * 10]
     for name in run_names(results):
         r, run_args = results[name], results.get("args", {}).get(name, {})
         state = "" if r.get("complete") else " (unfinished)"
@@ -197,9 +197,9 @@ def markdown(results):
         asked = "" if questions is None else f", n = {', '.join(map(str, questions))}"
         if run_args.get("curriculum") is not None:
             asked += f", curriculum over n at {run_args['curriculum']:g}%"
-        lines.append(f"| {name.upper()}{state} | {objects} x {features}{asked} | {r['accuracy']:.1f} "
-                     f"| {r['best_accuracy']:.1f} | {without_distances(objects, questions):.1f} | {r['minutes']:.1f} "
-                     f"| {r['examples']:,d} | {r.get('parameters', '')} | {paper} |")
+        lines.append(f"| {name.upper()}{state} | {run_args.get('seed', 0)} | {objects} x {features}{asked} "
+                     f"| {r['accuracy']:.1f} | {r['best_accuracy']:.1f} | {without_distances(objects, questions):.1f} "
+                     f"| {r['minutes']:.1f} | {r['examples']:,d} | {r.get('parameters', '')} | {paper} |")
     return "\n".join(lines)
 
 

@@ -161,9 +161,11 @@ def budget_curves(curves, key, ylabel, title, path, log_y=False, dashed=None):
     """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5, 3.2))
-    for label, curve in curves.items():
+    # the default cycle has ten colours: a tuning grid's eleventh run would share the first's
+    colours = plt.get_cmap("tab20").colors if len(curves) > 10 else [None] * len(curves)
+    for (label, curve), colour in zip(curves.items(), colours):
         minutes = [e["minutes"] for e in curve]
-        (line,) = ax.plot(minutes, [e[key] for e in curve], label=label)
+        (line,) = ax.plot(minutes, [e[key] for e in curve], label=label, color=colour)
         if label in (dashed or {}):
             other, suffix = dashed[label]
             ax.plot(minutes, [e[other] for e in curve], "--", color=line.get_color(), linewidth=0.8,

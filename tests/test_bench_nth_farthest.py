@@ -34,7 +34,7 @@ def test_farthest_only_mlp_reference(tmp_path):
     assert written["args"]["mlp_farthest"]["questions"] == [0]
     row = nth_farthest.markdown(written).splitlines()[2]
     # n = 0 only: no free answers, a guess among the 3 labels that are not m
-    assert row.startswith("| MLP_FARTHEST |") and "| 4 x 4, n = 0 |" in row and "| 33.3 |" in row
+    assert row.startswith("| MLP_FARTHEST | 0 | 4 x 4, n = 0 |") and "| 33.3 |" in row
 
 
 def test_without_distances_counts_the_free_nearest():

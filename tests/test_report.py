@@ -120,21 +120,53 @@ def _row(summary, title):
     return next(line for line in summary.splitlines() if line.startswith(f"| {title} |"))
 
 
+def _seed_zero_only(results):
+    """The committed Nth Farthest results without their runs of other seeds, which the tests add themselves."""
+    kept = [name for name, arguments in results["args"].items() if arguments["seed"] == 0]
+    return {"args": {name: results["args"][name] for name in kept}, **{name: results[name] for name in kept}}
+
+
 def test_the_small_nth_farthest_row_takes_the_best_rmc_at_the_lstms_training_time(monkeypatch):
     def add_rmcs(results):
-        results["args"]["rmc_better"] = {**results["args"]["rmc_farthest"], "name": "rmc_better"}
+        results = _seed_zero_only(results)
+        results["args"]["lstm_u256_seed1"] = {**results["args"]["lstm_u256"], "name": "lstm_u256_seed1", "seed": 1}
+        results["lstm_u256_seed1"] = {**results["lstm_u256"], "accuracy": 50.0}
+        results["args"]["rmc_better"] = {**results["args"]["rmc_farthest"], "name": "rmc_better", "units": 8}
         results["rmc_better"] = {**results["rmc_farthest"], "accuracy": 99.0, "minutes": 84.1, "complete": True}
-        results["args"]["rmc_short"] = {**results["args"]["rmc_farthest"], "name": "rmc_short"}
+        results["args"]["rmc_short"] = {**results["args"]["rmc_farthest"], "name": "rmc_short", "units": 9}
         results["rmc_short"] = {**results["rmc_farthest"], "accuracy": 100.0, "minutes": 40.0}  # not at 84 min
         return results
 
     committed = report._load("nth_farthest_4objects.json")
+    committed = _seed_zero_only(committed)
     lstm = max(run["accuracy"] for name, run in committed.items() if name.startswith("lstm") and run.get("complete"))
     at_84 = sum(name.startswith("rmc") and committed["args"][name].get("questions") == [0] and run["minutes"] >= 83.5
                 for name, run in committed.items())
     row = _row(_summary_with(monkeypatch, {"nth_farthest_4objects.json": add_rmcs}),
-               "RMC, Nth Farthest, 4 objects of 4 features, farthest only")
-    assert f"| 99.0% / {lstm:.1f}% (84 / " in row and f"best of {at_84 + 1} RMC and" in row
+               "RMC, Nth Farthest, 4 objects of 4 features, farthest only, per seed")
+    # rmc_better has no second seed: its other seeds are not run, the LSTM's are shown
+    assert f"| seed 0: 99.0% / {lstm:.1f}%; seed 1: not run / 50.0% (84 training min each; " in row
+    assert f"among {at_84 + 1} RMC and" in row
+
+
+def test_the_small_nth_farthest_row_shows_every_seed_of_the_chosen_settings(monkeypatch):
+    def reseed(results):
+        results = _seed_zero_only(results)
+        for name in [name for name in results if name != "args"]:
+            seed = results["args"][name]["seed"]
+            for extra in (1, 2):  # a copy of every run under seeds 1 and 2, a point lower per seed
+                copy = f"{name}_copy{extra}"
+                results["args"][copy] = {**results["args"][name], "name": copy, "seed": seed + extra}
+                results[copy] = {**results[name], "accuracy": results[name]["accuracy"] - extra}
+        results["rmc_farthest_copy2"].update(minutes=20.0, complete=False)  # stopped early
+        return results
+
+    committed = report._load("nth_farthest_4objects.json")
+    rmc, lstm = committed["rmc_farthest"]["accuracy"], committed["lstm_u256"]["accuracy"]
+    row = _row(_summary_with(monkeypatch, {"nth_farthest_4objects.json": reseed}),
+               "RMC, Nth Farthest, 4 objects of 4 features, farthest only, per seed")
+    assert (f"| seed 0: {rmc:.1f}% / {lstm:.1f}%; seed 1: {rmc - 1:.1f}% / {lstm - 1:.1f}%; "
+            f"seed 2: {rmc - 2:.1f}% (unfinished, 20 min) / {lstm - 2:.1f}% (84 training min each; ") in row
 
 
 def test_the_ptb_early_stopping_row_appears_once_the_keep_best_run_has_finished(monkeypatch):

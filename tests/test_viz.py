@@ -110,6 +110,21 @@ def test_budget_curves_draw_a_second_metric_dashed_in_each_runs_colour(tmp_path,
     assert lstm == ("LSTM", "-", lstm[2], [11, 12]) and lstm[2] != rmc[2]
 
 
+
+def test_budget_curves_give_each_of_many_runs_a_colour_of_its_own(tmp_path, monkeypatch):
+    """A grid of more runs than the default colour cycle holds still tells its curves apart."""
+    drawn = {}
+    save = viz._save
+
+    def capture(fig, path):
+        drawn["colours"] = [line.get_color() for line in fig.axes[0].get_lines()]
+        return save(fig, path)
+
+    monkeypatch.setattr(viz, "_save", capture)
+    curves = {f"run {i}": [{"minutes": 1, "test": i}, {"minutes": 2, "test": i + 1}] for i in range(12)}
+    assert_picture(viz.budget_curves(curves, "test", "accuracy (%)", "demo", tmp_path / "c.png"))
+    assert len(drawn["colours"]) == 12 and len(set(map(str, drawn["colours"]))) == 12
+
 @needs_data
 # EntNet by default; MEMO and the RMC (the same script, their probes tested above) with `-m slow`.
 @pytest.mark.parametrize("model", ["entnet", pytest.param("memo", marks=pytest.mark.slow),
