@@ -36,7 +36,7 @@ def test_a_named_lstm_recipe_runs_and_lands_under_its_name(tmp_path):
     assert 1 < run["best_perplexity"] < 20_000
     assert json.loads(results.read_text())["args"]["lstm_sgd"]["global_clipnorm"] == 5.0
     assert run["complete"] and run["curve"] and 1 < run["perplexity"] < 20_000
-    assert "| LSTM_SGD |" in ptb_lm.markdown(json.loads(results.read_text()))
+    assert "| LSTM_SGD | 0 | " in ptb_lm.markdown(json.loads(results.read_text()))
     with pytest.raises(SystemExit, match="LSTM settings"):
         ptb_lm.main(["--model", "rmc", "--units", "8", "--results", str(results)])
 
