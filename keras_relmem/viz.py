@@ -162,10 +162,11 @@ def budget_curves(curves, key, ylabel, title, path, log_y=False, dashed=None):
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5, 3.2))
     # the default cycle has ten colours: a tuning grid's eleventh run would share the first's
-    colours = plt.get_cmap("tab20").colors if len(curves) > 10 else [None] * len(curves)
-    for (label, curve), colour in zip(curves.items(), colours):
+    colours = plt.get_cmap("tab20").colors if len(curves) > 10 else [None]
+    for index, (label, curve) in enumerate(curves.items()):
         minutes = [e["minutes"] for e in curve]
-        (line,) = ax.plot(minutes, [e[key] for e in curve], label=label, color=colour)
+        # past twenty, colours repeat (as the default cycle's do past ten); every curve is still drawn
+        (line,) = ax.plot(minutes, [e[key] for e in curve], label=label, color=colours[index % len(colours)])
         if label in (dashed or {}):
             other, suffix = dashed[label]
             ax.plot(minutes, [e[other] for e in curve], "--", color=line.get_color(), linewidth=0.8,

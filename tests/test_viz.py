@@ -124,6 +124,9 @@ def test_budget_curves_give_each_of_many_runs_a_colour_of_its_own(tmp_path, monk
     curves = {f"run {i}": [{"minutes": 1, "test": i}, {"minutes": 2, "test": i + 1}] for i in range(12)}
     assert_picture(viz.budget_curves(curves, "test", "accuracy (%)", "demo", tmp_path / "c.png"))
     assert len(drawn["colours"]) == 12 and len(set(map(str, drawn["colours"]))) == 12
+    many = {f"run {i}": [{"minutes": 1, "test": i}, {"minutes": 2, "test": i + 1}] for i in range(23)}
+    viz.budget_curves(many, "test", "accuracy (%)", "demo", tmp_path / "many.png")
+    assert len(drawn["colours"]) == 23  # more runs than colours: none is left out
 
 @needs_data
 # EntNet by default; MEMO and the RMC (the same script, their probes tested above) with `-m slow`.
