@@ -263,15 +263,19 @@ def _small_nth_farthest_row(small):
     lstms = {name: run for name, run in small.items() if name != "args" and asked_the_farthest(name, "lstm")
              and run.get("complete")}
     equal_time = min(small["args"][name]["budget_minutes"] for name in lstms)
+
+    def at_equal_time(run):
+        return run["minutes"] >= equal_time - 0.5
+
     rmcs = {name: run for name, run in small.items() if name != "args" and asked_the_farthest(name, "rmc")
-            and run["minutes"] >= equal_time - 0.5}
+            and at_equal_time(run)}
     chosen = [max(runs, key=lambda name: runs[name]["accuracy"]) for runs in (rmcs, lstms)]
     rmc_seeds, lstm_seeds = (_seeds_of_recipe(small, name) for name in chosen)
 
     def cell(run):
         if run is None:
             return "not run"
-        return f"{run['accuracy']:.1f}%" + ("" if run.get("complete") or run["minutes"] >= equal_time - 0.5
+        return f"{run['accuracy']:.1f}%" + ("" if run.get("complete") or at_equal_time(run)
                                              else f" (unfinished, {run['minutes']:.0f} min)")
 
     seeds = sorted(set(rmc_seeds) | set(lstm_seeds))
