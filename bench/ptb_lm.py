@@ -202,15 +202,19 @@ def run(args):
 
 def markdown(results):
     """Test and validation perplexity of each model after its budget, and the reference."""
-    lines = ["| model | seed | test ppl | valid ppl | training minutes | epochs | tokens | parameters "
-             "| test ppl of the best valid round (its valid ppl, minute) |", "|" + "---|" * 9]
+    lines = ["| model | seed | test ppl | valid ppl | lowest valid ppl on the way (minute) | training minutes "
+             "| epochs | tokens | parameters | test ppl of the best valid round (its valid ppl, minute) |",
+             "|" + "---|" * 10]
     for name in run_names(results):
         r, seed = results[name], results.get("args", {}).get(name, {}).get("seed", 0)
         test = f"{r['perplexity']:.1f}" if r.get("complete") else "(unfinished)"
+        lowest = min(r.get("curve", []), key=lambda point: point["val_perplexity"], default=None)
+        lowest = f"{lowest['val_perplexity']:.1f} ({lowest['minutes']:.1f})" if lowest else ""
         best = (f"{r['best_perplexity']:.1f} ({r['best_val_perplexity']:.1f}, {r['best_minutes']:.1f})"
                 if "best_perplexity" in r else "")
-        lines.append(f"| {name.upper()} | {seed} | {test} | {r['val_perplexity']:.1f} | {r['minutes']:.1f} | "
-                     f"{r['epochs']:.2f} | {r['tokens']:,d} | {r.get('parameters', '')} | {best} |")
+        lines.append(f"| {name.upper()} | {seed} | {test} | {r['val_perplexity']:.1f} | {lowest} | "
+                     f"{r['minutes']:.1f} | {r['epochs']:.2f} | {r['tokens']:,d} | {r.get('parameters', '')} | "
+                     f"{best} |")
     lines += ["", f"Reference: Zaremba et al. 2014, test perplexity {REFERENCE} (small, non-regularized LSTM) "
               f"and {MEDIUM_REFERENCE} (medium, dropout 0.5)."]
     return "\n".join(lines)

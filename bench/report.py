@@ -8,7 +8,7 @@ table, or an experiment behind it, with the command that produced it (rebuilt fr
 arguments the file records) and its table (the bench's own `markdown()`). A
 results file that is not in the catalogue, or a catalogue entry without its
 file, is an error, so the page and the folder cannot drift apart; a number is
-typed once, in its JSON.
+typed once, in its JSON. A note quotes one with `{{run.key:format}}` (see `quote`).
 """
 
 import argparse
@@ -137,6 +137,29 @@ def commands(entry, results):
     return found
 
 
+QUOTE = re.compile(r"\{\{([^}:]+)(?::([^}]*))?\}\}")
+
+
+def quote(note, results, where="note"):
+    """`note` with each `{{path:format}}` replaced by the value at `path` in `results`, formatted.
+
+    A path is keys joined by dots (a list takes an index, -1 the last): `{{rmc.perplexity:.1f}}`,
+    `{{rmc.curve.-1.minutes:.0f}}`. A path that leads nowhere is an error naming `where`, so a note
+    cannot quote a number its results file does not hold.
+    """
+    def value(match):
+        found = results
+        for key in match.group(1).strip().split("."):
+            try:
+                found = found[int(key)] if isinstance(found, list) else found[key]
+            except (KeyError, IndexError, ValueError, TypeError):
+                raise ValueError(f"{where}: {match.group(0)} quotes {match.group(1)!r}, which the results "
+                                 f"do not hold (no {key!r})") from None
+        return format(found, match.group(2) or "")
+
+    return QUOTE.sub(value, note)
+
+
 def render(entry):
     results = json.loads((RESULTS_DIR / entry.name).read_text())
     table = getattr(importlib.import_module(f"bench.{entry.bench}"), entry.render, None)
@@ -145,7 +168,7 @@ def render(entry):
              + (" (headline)" if entry.headline else "") + ", made by:", "", "```bash",
              *commands(entry, results), "```", ""]
     if entry.note:
-        lines += [entry.note, ""]
+        lines += [quote(entry.note, results, f"bench/catalogue.toml, the note of {entry.name}"), ""]
     lines += [table(results), ""]
     if entry.seed_of:
         module = importlib.import_module(f"bench.{entry.bench}")
@@ -239,11 +262,17 @@ def _asked(run):
 NOT_THE_RECIPE = {"name", "seed", "budget_minutes", "workdir"}
 
 
-def _seeds_of_recipe(results, name):
-    """The runs in `results` with run `name`'s recipe (its arguments but for `NOT_THE_RECIPE`), by seed."""
+def _seeds_of_recipe(results, name, bench):
+    """The runs in `results` with run `name`'s recipe (its arguments but for `NOT_THE_RECIPE`), by seed.
+
+    An argument a run does not record (one `bench` gained after the run) has its default value.
+    """
+    defaults = _parses(importlib.import_module(f"bench.{bench}").parse_args, [])
+    ignored = NOT_THE_RECIPE | not_in_command(bench)
+
     def recipe(run):
-        arguments = results["args"][run]
-        return {k: v for k, v in arguments.items() if k not in NOT_THE_RECIPE and v is not None}
+        arguments = {**defaults, **results["args"][run]}
+        return {k: v for k, v in arguments.items() if k not in ignored}
 
     same = [run for run in results.get("args", {}) if run in results and recipe(run) == recipe(name)]
     return {results["args"][run]["seed"]: results[run] for run in same}
@@ -270,7 +299,7 @@ def _small_nth_farthest_row(small):
     rmcs = {name: run for name, run in small.items() if name != "args" and asked_the_farthest(name, "rmc")
             and at_equal_time(run)}
     chosen = [max(runs, key=lambda name: runs[name]["accuracy"]) for runs in (rmcs, lstms)]
-    rmc_seeds, lstm_seeds = (_seeds_of_recipe(small, name) for name in chosen)
+    rmc_seeds, lstm_seeds = (_seeds_of_recipe(small, name, "nth_farthest") for name in chosen)
 
     def cell(run):
         if run is None:
@@ -307,9 +336,50 @@ def _link(name):
     return f"[{entry.title}](docs/results.md#{entry.anchor})"
 
 
+def _ptb_rows(fair):
+    """The summary's PTB rows: each model with its own recipe, and the RMC stopped early, per seed."""
+    from bench import ptb_lm
+
+    def perplexity(run):
+        if run is None:
+            return "not run"
+        if run.get("complete"):
+            return f"{run['perplexity']:.1f}"
+        return f"(unfinished: validation {run['val_perplexity']:.1f} after {run['minutes']:.0f} min)"
+
+    models = [name for name in ("rmc", "lstm_zaremba_small", "lstm_zaremba_medium") if name in fair]
+    runs = [fair[name] for name in models]
+    sizes = " / ".join(f"{run['parameters'] / 1e6:.1f} M" if "parameters" in run else "?" for run in runs)
+    lowest = " / ".join(f"{min(point['val_perplexity'] for point in run['curve']):.1f}" for run in runs)
+    labels = {"rmc": "RMC", "lstm_zaremba_small": "Zaremba et al.'s small LSTM",
+              "lstm_zaremba_medium": "their medium LSTM, its decay compressed to the budget"}
+    rows = [("RMC, PTB, each model its own recipe", "test perplexity (lowest validation perplexity on the way), "
+             + " / ".join(labels[m] for m in models),
+             " / ".join(map(perplexity, runs)) + f" ({lowest}; "
+             + " / ".join(f"{run['minutes']:.0f}" for run in runs) + f" training min; {sizes} parameters)",
+             "", f"Zaremba et al.: {ptb_lm.REFERENCE} small, {ptb_lm.MEDIUM_REFERENCE} medium", "ptb_lm_fair.json")]
+    if "rmc_keep_best" not in fair:
+        return rows
+    stopped = _seeds_of_recipe(fair, "rmc_keep_best", "ptb_lm")
+    lstms = [_seeds_of_recipe(fair, name, "ptb_lm") for name in models if name.startswith("lstm")]
+
+    def best(run):
+        if "best_perplexity" not in run:
+            return perplexity(run)
+        return f"{run['best_perplexity']:.1f} (round of minute {run['best_minutes']:.0f} of {run['minutes']:.0f})"
+
+    seeds = sorted(set(stopped).union(*lstms))
+    rows.append(("RMC, PTB, with early stopping, per seed", "test perplexity of the RMC's best validation round / "
+                 + " / ".join(labels[m] for m in models if m.startswith("lstm")) + " (their last rounds)",
+                 "; ".join(f"seed {seed}: {best(stopped[seed]) if seed in stopped else 'not run'} / "
+                           + " / ".join(perplexity(lstm.get(seed)) for lstm in lstms) for seed in seeds),
+                 "", "", "ptb_lm_fair.json"))
+    return rows
+
+
 def summary():
     """The README's results table: our headline figures next to the paper's (and a public port's)."""
-    from bench import babi_entnet, memo_babi, memo_pai, memo_shortest_path, nth_farthest, ptb_lm
+    from bench import babi_entnet, memo_babi, memo_pai, memo_shortest_path, nth_farthest
 
     rows = []
     tasks = _load("babi_entnet_tied_cyclic_wd.json")["tasks"]
@@ -393,29 +463,7 @@ def summary():
                  f"round: {rmc['curve'][-1]['train_accuracy']:.1f}% / {lstm['curve'][-1]['train_accuracy']:.1f}%, "
                  f"{guess:.1f}% without a distance)", nth_paper, "", "nth_farthest_8objects_curriculum.json"))
     rows.append(_small_nth_farthest_row(_load("nth_farthest_4objects.json")))
-    fair = _load("ptb_lm_fair.json")
-    rmc, lstm = fair["rmc"], fair["lstm_zaremba_small"]
-
-    def perplexity(run):
-        if run.get("complete"):
-            return f"{run['perplexity']:.1f}"
-        return f"(unfinished: validation {run['val_perplexity']:.1f} after {run['minutes']:.0f} min)"
-
-    sizes = " / ".join(f"{run['parameters'] / 1e6:.1f} M" if "parameters" in run else "?" for run in (rmc, lstm))
-    lowest = [min(entry["val_perplexity"] for entry in run["curve"]) for run in (rmc, lstm)]
-    rows.append(("RMC, PTB, each model its own recipe", "test perplexity, RMC / Zaremba et al.'s small LSTM "
-                 "(lowest validation perplexity on the way)",
-                 f"{perplexity(rmc)} / {perplexity(lstm)} ({lowest[0]:.1f} / {lowest[1]:.1f}; {rmc['minutes']:.0f} / "
-                 f"{lstm['minutes']:.0f} training min; {sizes} parameters)",
-                 "", f"Zaremba et al.'s small LSTM: {ptb_lm.REFERENCE}", "ptb_lm_fair.json"))
-    stopped = fair.get("rmc_keep_best", {})
-    if "best_perplexity" in stopped:  # the RMC's recipe with early stopping, once that run has finished
-        rows.append(("RMC, PTB, with early stopping", "test perplexity of the best validation round, "
-                     "RMC / Zaremba et al.'s small LSTM (its last round)",
-                     f"{stopped['best_perplexity']:.1f} / {perplexity(lstm)} (RMC's round at "
-                     f"{stopped['best_minutes']:.0f} of {stopped['minutes']:.0f} training min, "
-                     f"{stopped['best_val_perplexity']:.1f} validation)",
-                     "", "", "ptb_lm_fair.json"))
+    rows += _ptb_rows(_load("ptb_lm_fair.json"))
     speed = _load("lm_speed.json")
     machine = max(speed["matmul_gflops"].values())
     by_model = {(r["backend"], r["mode"], r["model"]): r for r in speed["rows"].values()}

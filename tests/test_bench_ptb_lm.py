@@ -51,3 +51,12 @@ def test_kept_best_is_the_curves_best_round_or_nothing(tmp_path):
     # a run that began keeping after its best round: the kept round is not the curve's best
     (tmp_path / "best.json").write_text(json.dumps({"round": 2, "v": 4.0}))
     assert budget.kept_best(tmp_path, curve, "v", "min") is None
+
+
+def test_the_table_gives_each_runs_lowest_validation_perplexity_and_its_minute():
+    curve = [{"minutes": 1.0, "val_perplexity": 300.0}, {"minutes": 46.2, "val_perplexity": 112.34},
+             {"minutes": 120.0, "val_perplexity": 155.16}]
+    results = {"rmc": {"complete": True, "perplexity": 144.38, "val_perplexity": 155.16, "minutes": 120.0,
+                       "epochs": 10.3, "tokens": 9_600_000, "curve": curve},
+               "args": {"rmc": {"seed": 1}}}
+    assert "| RMC | 1 | 144.4 | 155.2 | 112.3 (46.2) | 120.0 | 10.30 | 9,600,000 |" in ptb_lm.markdown(results)

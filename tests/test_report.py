@@ -169,21 +169,29 @@ def test_the_small_nth_farthest_row_shows_every_seed_of_the_chosen_settings(monk
             f"seed 2: {rmc - 2:.1f}% (unfinished, 20 min) / {lstm - 2:.1f}% (84 training min each; ") in row
 
 
-def test_the_ptb_early_stopping_row_appears_once_the_keep_best_run_has_finished(monkeypatch):
-    def finish(results):
-        results["rmc_keep_best"].update(complete=True, perplexity=150.0, best_perplexity=105.4, best_minutes=61.2,
-                                        best_val_perplexity=109.9, minutes=95.0)
+def test_the_ptb_early_stopping_row_pairs_the_seeds_of_each_recipe(monkeypatch):
+    def seeds(results):
+        results = _seed_zero_only(results)
+        results["rmc_keep_best"].update(complete=True, best_perplexity=105.4, best_minutes=61.2, minutes=95.0)
+        # a second seed of each recipe: the RMC's unfinished, the LSTM's recorded before --keep-best existed
+        results["rmc_keep_best_seed1"] = {"complete": False, "val_perplexity": 120.04, "minutes": 40.2}
+        results["args"]["rmc_keep_best_seed1"] = {**results["args"]["rmc_keep_best"], "seed": 1,
+                                                  "name": "rmc_keep_best_seed1"}
+        lstm = {k: v for k, v in results["args"]["lstm_zaremba_small"].items() if k != "keep_best"}
+        results["lstm_zaremba_small_seed1"] = {**results["lstm_zaremba_small"], "perplexity": 113.04}
+        results["args"]["lstm_zaremba_small_seed1"] = {**lstm, "seed": 1, "name": "lstm_zaremba_small_seed1"}
+        # a third seed of the LSTM alone, and a run of another recipe with seed 2 that must not count
+        results["lstm_zaremba_small_seed2"] = {**results["lstm_zaremba_small"], "perplexity": 111.96}
+        results["args"]["lstm_zaremba_small_seed2"] = {**lstm, "seed": 2, "name": "lstm_zaremba_small_seed2"}
+        results["rmc_seed3"] = {**results["rmc"]}
+        results["args"]["rmc_seed3"] = {**results["args"]["rmc"], "seed": 3}
         return results
 
-    def unfinish(results):
-        results["rmc_keep_best"] = {k: v for k, v in results["rmc_keep_best"].items() if not k.startswith("best_")}
-        return results
-
-    title = "RMC, PTB, with early stopping"
-    lstm = report._load("ptb_lm_fair.json")["lstm_zaremba_small"]["perplexity"]
-    row = _row(_summary_with(monkeypatch, {"ptb_lm_fair.json": finish}), title)
-    assert f"| 105.4 / {lstm:.1f} (RMC's round at 61 of 95 training min, 109.9 validation) |" in row
-    assert f"| {title} |" not in _summary_with(monkeypatch, {"ptb_lm_fair.json": unfinish})
+    committed = report._load("ptb_lm_fair.json")
+    small, medium = (committed[name]["perplexity"] for name in ("lstm_zaremba_small", "lstm_zaremba_medium"))
+    row = _row(_summary_with(monkeypatch, {"ptb_lm_fair.json": seeds}), "RMC, PTB, with early stopping, per seed")
+    assert (f"| seed 0: 105.4 (round of minute 61 of 95) / {small:.1f} / {medium:.1f}; seed 1: (unfinished: "
+            "validation 120.0 after 40 min) / 113.0 / not run; seed 2: not run / 112.0 / not run |") in row
 
 
 def test_a_per_seed_row_names_the_start_a_several_starts_run_went_on_with():
@@ -203,3 +211,16 @@ def test_a_joint_seed_cell_gives_solved_error_spearman_and_the_budget_left():
     del run["starts"]
     # hops 1, 2, 1.5 against facts 1, 2, 3: ranks 1, 3, 2 against 1, 2, 3, rho = 1 - 6 * 2 / (3 * 8) = 0.5
     assert report._joint_seed_cell(run) == "seed 1: 1/20, 16.3%; 0.50 (240 training min)"
+
+
+def test_a_note_quotes_numbers_from_its_results_file():
+    results = {"rmc": {"perplexity": 107.46, "curve": [{"minutes": 3.0}, {"minutes": 90.15}]}}
+    note = "test {{rmc.perplexity:.1f}} at minute {{rmc.curve.-1.minutes:.0f}}; braces {kept} as they are"
+    assert report.quote(note, results) == "test 107.5 at minute 90; braces {kept} as they are"
+
+
+@pytest.mark.parametrize("path", ["lstm.perplexity", "rmc.curve.5.minutes", "rmc.perplexity.value"])
+def test_a_note_quoting_what_its_results_do_not_hold_is_an_error_naming_the_note(path):
+    results = {"rmc": {"perplexity": 107.46, "curve": [{"minutes": 3.0}]}}
+    with pytest.raises(ValueError, match=r"the note of x\.json: \{\{" + path.replace(".", r"\.")):
+        report.quote("{{" + path + "}}", results, "the note of x.json")
