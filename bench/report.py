@@ -155,7 +155,10 @@ def quote(note, results, where="note"):
             except (KeyError, IndexError, ValueError, TypeError):
                 raise ValueError(f"{where}: {match.group(0)} quotes {match.group(1)!r}, which the results "
                                  f"do not hold (no {key!r})") from None
-        return format(found, match.group(2) or "")
+        try:
+            return format(found, match.group(2) or "")
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"{where}: {match.group(0)} cannot format {found!r}: {error}") from None
 
     return QUOTE.sub(value, note)
 

@@ -224,3 +224,8 @@ def test_a_note_quoting_what_its_results_do_not_hold_is_an_error_naming_the_note
     results = {"rmc": {"perplexity": 107.46, "curve": [{"minutes": 3.0}]}}
     with pytest.raises(ValueError, match=r"the note of x\.json: \{\{" + path.replace(".", r"\.")):
         report.quote("{{" + path + "}}", results, "the note of x.json")
+
+
+def test_a_note_quoting_with_a_format_its_value_does_not_take_is_an_error_naming_the_note():
+    with pytest.raises(ValueError, match=r"the note of x\.json: \{\{rmc\.perplexity:,d\}\} cannot format 107\.46"):
+        report.quote("{{rmc.perplexity:,d}}", {"rmc": {"perplexity": 107.46}}, "the note of x.json")
