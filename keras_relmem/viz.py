@@ -172,7 +172,13 @@ def budget_curves(curves, key, ylabel, title, path, log_y=False, dashed=None):
             ax.plot(minutes, [e[other] for e in curve], "--", color=line.get_color(), linewidth=0.8,
                     label=f"{label} {suffix}")
     if log_y:
+        from matplotlib.ticker import LogLocator, NullFormatter, StrMethodFormatter
+
         ax.set_yscale("log")
+        # perplexities end between 100 and 200, where a log axis has no tick: label plain numbers there too
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 7.0)))
+        ax.yaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("training minutes")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)

@@ -128,6 +128,25 @@ def test_budget_curves_give_each_of_many_runs_a_colour_of_its_own(tmp_path, monk
     viz.budget_curves(many, "test", "accuracy (%)", "demo", tmp_path / "many.png")
     assert len(drawn["colours"]) == 23  # more runs than colours: none is left out
 
+
+def test_budget_curves_on_a_log_axis_label_the_range_perplexities_end_in(tmp_path, monkeypatch):
+    """Perplexities that end between 100 and 200 get labelled ticks there, as plain numbers."""
+    drawn = {}
+    save = viz._save
+
+    def capture(fig, path):
+        fig.canvas.draw()
+        low, high = fig.axes[0].get_ylim()
+        drawn["labels"] = [tick.get_text() for tick in fig.axes[0].get_yticklabels()
+                           if low <= tick.get_position()[1] <= high and tick.get_text()]
+        return save(fig, path)
+
+    monkeypatch.setattr(viz, "_save", capture)
+    curves = {"RMC": [{"minutes": 1, "ppl": 700.0}, {"minutes": 60, "ppl": 112.0}, {"minutes": 120, "ppl": 155.0}]}
+    assert_picture(viz.budget_curves(curves, "ppl", "validation perplexity", "demo", tmp_path / "c.png", log_y=True))
+    assert {"120", "150", "200", "500"} <= set(drawn["labels"]), drawn["labels"]
+
+
 @needs_data
 # EntNet by default; MEMO and the RMC (the same script, their probes tested above) with `-m slow`.
 @pytest.mark.parametrize("model", ["entnet", pytest.param("memo", marks=pytest.mark.slow),
