@@ -180,7 +180,7 @@ def test_the_ptb_early_stopping_row_pairs_the_seeds_of_each_recipe(monkeypatch):
         lstm = {k: v for k, v in results["args"]["lstm_zaremba_small"].items() if k != "keep_best"}
         results["lstm_zaremba_small_seed1"] = {**results["lstm_zaremba_small"], "perplexity": 113.04}
         results["args"]["lstm_zaremba_small_seed1"] = {**lstm, "seed": 1, "name": "lstm_zaremba_small_seed1"}
-        # a third seed of the LSTM alone, and a run of another recipe with seed 2 that must not count
+        # a third seed of the LSTM alone, and the RMC without early stopping (another recipe), which must not count
         results["lstm_zaremba_small_seed2"] = {**results["lstm_zaremba_small"], "perplexity": 111.96}
         results["args"]["lstm_zaremba_small_seed2"] = {**lstm, "seed": 2, "name": "lstm_zaremba_small_seed2"}
         results["rmc_seed3"] = {**results["rmc"]}
