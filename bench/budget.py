@@ -127,9 +127,13 @@ def train_within_budget(
 BEST_WEIGHTS = "best.weights.h5"
 
 
+def best_entry(curve, metric, mode="min"):
+    """The entry of `curve` with the lowest (`mode="min"`) or highest (`"max"`) `metric`; None if it is empty."""
+    return (min if mode == "min" else max)(curve, key=lambda entry: entry[metric], default=None)
+
+
 def _best_value(curve, metric, mode):
-    values = [entry[metric] for entry in curve]
-    return min(values) if mode == "min" else max(values)
+    return best_entry(curve, metric, mode)[metric]
 
 
 def kept_best(workdir, curve, metric, mode):

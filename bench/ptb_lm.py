@@ -38,6 +38,7 @@ import pathlib
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from bench.budget import (  # noqa: E402
     BEST_WEIGHTS,
+    best_entry,
     draw_model_curves,
     kept_best,
     record_unfinished,
@@ -208,7 +209,7 @@ def markdown(results):
     for name in run_names(results):
         r, seed = results[name], results.get("args", {}).get(name, {}).get("seed", 0)
         test = f"{r['perplexity']:.1f}" if r.get("complete") else "(unfinished)"
-        lowest = min(r.get("curve", []), key=lambda point: point["val_perplexity"], default=None)
+        lowest = best_entry(r.get("curve", []), "val_perplexity")
         lowest = f"{lowest['val_perplexity']:.1f} ({lowest['minutes']:.1f})" if lowest else ""
         best = (f"{r['best_perplexity']:.1f} ({r['best_val_perplexity']:.1f}, {r['best_minutes']:.1f})"
                 if "best_perplexity" in r else "")

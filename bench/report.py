@@ -342,6 +342,7 @@ def _link(name):
 def _ptb_rows(fair):
     """The summary's PTB rows: each model with its own recipe, and the RMC stopped early, per seed."""
     from bench import ptb_lm
+    from bench.budget import best_entry
 
     def perplexity(run):
         if run is None:
@@ -353,7 +354,7 @@ def _ptb_rows(fair):
     models = [name for name in ("rmc", "lstm_zaremba_small", "lstm_zaremba_medium") if name in fair]
     runs = [fair[name] for name in models]
     sizes = " / ".join(f"{run['parameters'] / 1e6:.1f} M" if "parameters" in run else "?" for run in runs)
-    lowest = " / ".join(f"{min(point['val_perplexity'] for point in run['curve']):.1f}" for run in runs)
+    lowest = " / ".join(f"{best_entry(run['curve'], 'val_perplexity')['val_perplexity']:.1f}" for run in runs)
     labels = {"rmc": "RMC", "lstm_zaremba_small": "Zaremba et al.'s small LSTM",
               "lstm_zaremba_medium": "their medium LSTM, its decay compressed to the budget"}
     rows = [("RMC, PTB, each model its own recipe", "test perplexity (lowest validation perplexity on the way), "
@@ -364,7 +365,8 @@ def _ptb_rows(fair):
     if "rmc_keep_best" not in fair:
         return rows
     stopped = _seeds_of_recipe(fair, "rmc_keep_best", "ptb_lm")
-    lstms = [_seeds_of_recipe(fair, name, "ptb_lm") for name in models if name.startswith("lstm")]
+    lstm_models = [name for name in models if name.startswith("lstm")]
+    lstms = [_seeds_of_recipe(fair, name, "ptb_lm") for name in lstm_models]
 
     def best(run):
         if "best_perplexity" not in run:
@@ -373,7 +375,7 @@ def _ptb_rows(fair):
 
     seeds = sorted(set(stopped).union(*lstms))
     rows.append(("RMC, PTB, with early stopping, per seed", "test perplexity of the RMC's best validation round / "
-                 + " / ".join(labels[m] for m in models if m.startswith("lstm")) + " (their last rounds)",
+                 + " / ".join(labels[m] for m in lstm_models) + " (their last rounds)",
                  "; ".join(f"seed {seed}: {best(stopped[seed]) if seed in stopped else 'not run'} / "
                            + " / ".join(perplexity(lstm.get(seed)) for lstm in lstms) for seed in seeds),
                  "", "", "ptb_lm_fair.json"))

@@ -53,6 +53,13 @@ def test_kept_best_is_the_curves_best_round_or_nothing(tmp_path):
     assert budget.kept_best(tmp_path, curve, "v", "min") is None
 
 
+def test_best_entry_is_the_whole_round_with_the_lowest_or_highest_value():
+    curve = [{"round": 0, "v": 5.0}, {"round": 1, "v": 3.0}, {"round": 2, "v": 6.0}]
+    assert budget.best_entry(curve, "v") == {"round": 1, "v": 3.0}
+    assert budget.best_entry(curve, "v", "max")["round"] == 2
+    assert budget.best_entry([], "v") is None
+
+
 def test_the_table_gives_each_runs_lowest_validation_perplexity_and_its_minute():
     curve = [{"minutes": 1.0, "val_perplexity": 300.0}, {"minutes": 46.2, "val_perplexity": 112.34},
              {"minutes": 120.0, "val_perplexity": 155.16}]
