@@ -246,6 +246,19 @@ class ModelServer:
         self.core.close()
 
 
+class _Shutdown(Exception):
+    """SIGTERM or SIGINT arrived.
+
+    The handler raises this rather than setting a threading.Event: a Python signal handler runs on the
+    main thread, between two bytecodes of whatever it was doing, and if that was the Event's own wait
+    holding the Event's lock, `Event.set()` in the handler waits for that lock forever.
+    """
+
+
+def _raise_shutdown(signum, frame):
+    raise _Shutdown(signal.Signals(signum).name)
+
+
 def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     parser = build_parser()
@@ -268,17 +281,21 @@ def main(argv=None):
         rest_options=rest_options, metrics_path=metrics_path,
     )
     server.start()
-    # The ports are printed on stdout too, so scripts and tests can pick up port 0's choice.
-    print(f"SERVING grpc={server.port} rest={server.rest_port or 0}", flush=True)
-    stopped = threading.Event()
-
-    def shutdown(signum, frame):
-        stopped.set()
-
-    signal.signal(signal.SIGTERM, shutdown)
-    signal.signal(signal.SIGINT, shutdown)
-    stopped.wait()
-    server.stop()
+    try:
+        # Installed before the ports are announced, so a script that signals as soon as it reads them
+        # gets a clean shutdown rather than the default handler's kill.
+        signal.signal(signal.SIGTERM, _raise_shutdown)
+        signal.signal(signal.SIGINT, _raise_shutdown)
+        # The ports are printed on stdout too, so scripts and tests can pick up port 0's choice.
+        print(f"SERVING grpc={server.port} rest={server.rest_port or 0}", flush=True)
+        threading.Event().wait()
+    except _Shutdown:
+        pass
+    finally:
+        # A second signal during the graceful stop ends the process at once, as with tensorflow_model_server.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        server.stop()
     return 0
 
 

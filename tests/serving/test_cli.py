@@ -15,24 +15,47 @@ from tests.serving.conftest import model_config_text
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-def _start(args):
+def _start(args, log_path):
+    """The server as a user starts it; its log goes to `log_path`, not a pipe nobody reads until the end,
+    which fills and blocks the server's logging."""
+    log = open(log_path, "w")
     process = subprocess.Popen(
-        [sys.executable, str(REPO / "serving" / "server.py"), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-X", "faulthandler", str(REPO / "serving" / "server.py"), *args],
+        stdout=subprocess.PIPE, stderr=log, text=True,
     )
+    log.close()
     line = process.stdout.readline()
     if not line.startswith("SERVING"):
         process.kill()
-        raise AssertionError(f"server did not start: {line!r} {process.stderr.read()[-2000:]}")
+        process.wait()
+        raise AssertionError(f"server did not start: {line!r} {log_path.read_text()[-2000:]}")
     ports = dict(part.split("=") for part in line.split()[1:])
     return process, int(ports["grpc"]), int(ports["rest"])
+
+
+def _stop(process, signum, log_path, timeout=60):
+    """Signal the server and return its exit code; if it does not exit in time, fail with every thread's
+    stack (`-X faulthandler` prints them on SIGABRT) rather than leave it running."""
+    process.send_signal(signum)
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        raise AssertionError(f"server did not exit within {timeout} s of {signal.Signals(signum).name}; "
+                             f"its log ends:\n{log_path.read_text()[-6000:]}") from None
 
 
 def test_server_command_line_with_a_model_config_file(exports, tmp_path):
     config = tmp_path / "models.config"
     config.write_text(model_config_text(exports.base))
+    log = tmp_path / "server.log"
     process, port, rest = _start(["--port", "0", "--rest_api_port", "0", "--model_config_file", str(config),
-                                  "--file_system_poll_wait_seconds", "0"])
+                                  "--file_system_poll_wait_seconds", "0"], log)
     try:
         client = ServingClient(f"127.0.0.1:{port}")
         assert len(client.answer("babi", ["Mary went to the kitchen."], "Where is Mary?")) == 3
@@ -40,9 +63,8 @@ def test_server_command_line_with_a_model_config_file(exports, tmp_path):
         client.close()
         assert rest == 0  # --rest_api_port 0 turns REST off, as in tensorflow_model_server
     finally:
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=60) == 0
-    assert "Successfully loaded servable version {name: babi version: 1}" in process.stderr.read()
+        assert _stop(process, signal.SIGTERM, log) == 0
+    assert "Successfully loaded servable version {name: babi version: 1}" in log.read_text()
 
 
 def test_a_busy_port_is_an_error_not_a_shared_port(exports):
@@ -58,14 +80,24 @@ def test_a_busy_port_is_an_error_not_a_shared_port(exports):
 
 
 def test_server_command_line_single_model(exports, tmp_path):
-    process, port, _ = _start(["--port", "0", "--model_name", "lm", "--model_base_path", str(exports.base / "lm")])
+    log = tmp_path / "server.log"
+    process, port, _ = _start(["--port", "0", "--model_name", "lm", "--model_base_path", str(exports.base / "lm")],
+                              log)
     try:
         client = ServingClient(f"127.0.0.1:{port}")
         assert client.status("lm")["model_version_status"][0]["state"] == "AVAILABLE"
         client.close()
     finally:
-        process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=60) == 0
+        assert _stop(process, signal.SIGINT, log) == 0
+
+
+def test_a_signal_as_soon_as_the_ports_are_announced_is_a_clean_stop(exports, tmp_path):
+    # A script may stop the server the moment it reads the ports; the handlers must already be in place
+    # then, or the default SIGTERM action kills the server (exit -15) without its graceful stop.
+    log = tmp_path / "server.log"
+    process, _, _ = _start(["--port", "0", "--model_name", "lm", "--model_base_path", str(exports.base / "lm")], log)
+    assert _stop(process, signal.SIGTERM, log) == 0
+    assert "Stopping the server" in log.read_text()
 
 
 @pytest.mark.parametrize("text,message", [
