@@ -16,8 +16,8 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _start(args, log_path):
-    """The server as a user starts it; its log goes to `log_path`, not a pipe nobody reads until the end,
-    which fills and blocks the server's logging."""
+    """The server as a user starts it; its log goes to `log_path` rather than a pipe read only at the end,
+    which would block the server's logging once it held a pipe buffer's worth (64 KiB on Linux)."""
     log = open(log_path, "w")
     process = subprocess.Popen(
         [sys.executable, "-X", "faulthandler", str(REPO / "serving" / "server.py"), *args],
