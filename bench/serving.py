@@ -22,15 +22,31 @@ def export_babi_entnet(base, name="babi"):
     return data, export.export_babi(model, data, base, name=name)
 
 
-def start_server(flags, stderr=subprocess.DEVNULL):
+def start_server(flags, log_path=None, python_options=()):
     """Start `serving/server.py --port 0 FLAGS...`; returns `(process, ports)` once it prints its ports.
 
-    `ports` maps "grpc" (and "rest" when a REST port is asked for) to the port numbers.
+    Args:
+        flags: the server's other command-line flags, as `tensorflow_model_server` takes them.
+        log_path: file for the server's stderr (its log), or None to drop it. A file, not a pipe: a pipe
+            nobody reads blocks the server's logging once it holds 64 KiB.
+        python_options: interpreter options before the script, e.g. `("-X", "faulthandler")` so that
+            SIGABRT prints every thread's stack into the log.
+
+    `ports` maps "grpc" and "rest" to the port numbers (0 for REST when it is off).
+
+    Example:
+        process, ports = start_server(["--model_name", "lm", "--model_base_path", "exports/lm"], "server.log")
     """
-    process = subprocess.Popen([sys.executable, str(REPO / "serving" / "server.py"), "--port", "0", *flags],
-                               stdout=subprocess.PIPE, stderr=stderr, text=True)
+    log = open(log_path, "w") if log_path is not None else subprocess.DEVNULL
+    process = subprocess.Popen(
+        [sys.executable, *python_options, str(REPO / "serving" / "server.py"), "--port", "0", *flags],
+        stdout=subprocess.PIPE, stderr=log, text=True)
+    if log_path is not None:
+        log.close()  # the child holds its own copy
     for line in process.stdout:
         if line.startswith("SERVING"):
             return process, {key: int(value) for key, value in (part.split("=") for part in line.split()[1:])}
     process.kill()
-    raise RuntimeError("the server exited before it served (see its stderr)")
+    process.wait()
+    tail = pathlib.Path(log_path).read_text()[-2000:] if log_path is not None else "(its log was not kept)"
+    raise RuntimeError(f"the server exited before it served; its log ends:\n{tail}")

@@ -71,7 +71,7 @@ def start_with_models(base, stderr_path):
     process, ports = start_server(
         ["--rest_api_port", str(rest_port), "--model_config_file", str(config), "--file_system_poll_wait_seconds",
          "0.5", "--rest_api_timeout_in_ms", str(TIMEOUT_MS), "--monitoring_config_file", str(monitoring)],
-        stderr=open(stderr_path, "w"))
+        log_path=stderr_path)
     return process, ports["grpc"], ports["rest"]
 
 

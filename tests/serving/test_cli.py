@@ -1,36 +1,22 @@
 """serving/server.py as users start it: tensorflow_model_server's flags, a config file, clean shutdown."""
 
-import pathlib
 import shutil
 import signal
 import subprocess
-import sys
 
 import pytest
 
+from bench.serving import start_server
 from keras_relmem.serving import server as server_module
 from keras_relmem.serving.client import ServingClient
 from tests.serving.conftest import model_config_text
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 
-
-def _start(args, log_path):
-    """The server as a user starts it; its log goes to `log_path` rather than a pipe read only at the end,
-    which would block the server's logging once it held a pipe buffer's worth (64 KiB on Linux)."""
-    log = open(log_path, "w")
-    process = subprocess.Popen(
-        [sys.executable, "-X", "faulthandler", str(REPO / "serving" / "server.py"), *args],
-        stdout=subprocess.PIPE, stderr=log, text=True,
-    )
-    log.close()
-    line = process.stdout.readline()
-    if not line.startswith("SERVING"):
-        process.kill()
-        process.wait()
-        raise AssertionError(f"server did not start: {line!r} {log_path.read_text()[-2000:]}")
-    ports = dict(part.split("=") for part in line.split()[1:])
-    return process, int(ports["grpc"]), int(ports["rest"])
+def _start(flags, log_path):
+    """The server as a user starts it (`--port 0`), logging to `log_path`, with `-X faulthandler` so that
+    `_stop` can have it print its threads' stacks."""
+    process, ports = start_server(flags, log_path, python_options=("-X", "faulthandler"))
+    return process, ports["grpc"], ports["rest"]
 
 
 def _stop(process, signum, log_path, timeout=60):
@@ -54,7 +40,7 @@ def test_server_command_line_with_a_model_config_file(exports, tmp_path):
     config = tmp_path / "models.config"
     config.write_text(model_config_text(exports.base))
     log = tmp_path / "server.log"
-    process, port, rest = _start(["--port", "0", "--rest_api_port", "0", "--model_config_file", str(config),
+    process, port, rest = _start(["--rest_api_port", "0", "--model_config_file", str(config),
                                   "--file_system_poll_wait_seconds", "0"], log)
     try:
         client = ServingClient(f"127.0.0.1:{port}")
@@ -81,7 +67,7 @@ def test_a_busy_port_is_an_error_not_a_shared_port(exports):
 
 def test_server_command_line_single_model(exports, tmp_path):
     log = tmp_path / "server.log"
-    process, port, _ = _start(["--port", "0", "--model_name", "lm", "--model_base_path", str(exports.base / "lm")],
+    process, port, _ = _start(["--model_name", "lm", "--model_base_path", str(exports.base / "lm")],
                               log)
     try:
         client = ServingClient(f"127.0.0.1:{port}")
@@ -95,7 +81,7 @@ def test_a_signal_as_soon_as_the_ports_are_announced_is_a_clean_stop(exports, tm
     # A script may stop the server the moment it reads the ports; the handlers must already be in place
     # then, or the default SIGTERM action kills the server (exit -15) without its graceful stop.
     log = tmp_path / "server.log"
-    process, _, _ = _start(["--port", "0", "--model_name", "lm", "--model_base_path", str(exports.base / "lm")], log)
+    process, _, _ = _start(["--model_name", "lm", "--model_base_path", str(exports.base / "lm")], log)
     assert _stop(process, signal.SIGTERM, log) == 0
     assert "Stopping the server" in log.read_text()
 
