@@ -1,5 +1,6 @@
 """serving/server.py as users start it: tensorflow_model_server's flags, a config file, clean shutdown."""
 
+import re
 import shutil
 import signal
 import subprocess
@@ -84,6 +85,12 @@ def test_a_signal_as_soon_as_the_ports_are_announced_is_a_clean_stop(exports, tm
     process, _, _ = _start(["--model_name", "lm", "--model_base_path", str(exports.base / "lm")], log)
     assert _stop(process, signal.SIGTERM, log) == 0
     assert "Stopping the server" in log.read_text()
+
+
+def test_a_server_that_cannot_start_says_why(tmp_path):
+    missing = tmp_path / "missing.config"
+    with pytest.raises(RuntimeError, match=f"(?s)exited before it served.*{re.escape(str(missing))} does not exist"):
+        start_server(["--model_config_file", str(missing)], tmp_path / "server.log")
 
 
 @pytest.mark.parametrize("text,message", [
