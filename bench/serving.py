@@ -1,8 +1,11 @@
 """What the serving benches share: an exported bAbI EntNet and our server started in its own process."""
 
 import pathlib
+import queue
 import subprocess
 import sys
+import threading
+import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -22,7 +25,7 @@ def export_babi_entnet(base, name="babi"):
     return data, export.export_babi(model, data, base, name=name)
 
 
-def start_server(flags, log_path=None, python_options=()):
+def start_server(flags, log_path=None, python_options=(), timeout=600.0):
     """Start `serving/server.py --port 0 FLAGS...`; returns `(process, ports)` once it prints its ports.
 
     Args:
@@ -31,6 +34,7 @@ def start_server(flags, log_path=None, python_options=()):
             nobody reads blocks the server's logging once it holds 64 KiB.
         python_options: interpreter options before the script, e.g. `("-X", "faulthandler")` so that
             SIGABRT prints every thread's stack into the log.
+        timeout: seconds to wait for the ports; a server still silent then is killed and reported.
 
     `ports` maps "grpc" and "rest" to the port numbers (0 for REST when it is off).
 
@@ -43,10 +47,29 @@ def start_server(flags, log_path=None, python_options=()):
         stdout=subprocess.PIPE, stderr=log, text=True)
     if log_path is not None:
         log.close()  # the child holds its own copy
-    for line in process.stdout:
+    # A reader thread, so that a server that hangs before printing cannot hang us; it goes on draining
+    # stdout after the ports line, so the pipe never fills.
+    lines = queue.Queue()
+    threading.Thread(target=_drain, args=(process.stdout, lines), daemon=True).start()
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            problem = f"the server did not print its ports within {timeout:g} s"
+            break
+        if line is None:
+            problem = "the server exited before it served"
+            break
         if line.startswith("SERVING"):
             return process, {key: int(value) for key, value in (part.split("=") for part in line.split()[1:])}
     process.kill()
     process.wait()
     tail = pathlib.Path(log_path).read_text()[-2000:] if log_path is not None else "(its log was not kept)"
-    raise RuntimeError(f"the server exited before it served; its log ends:\n{tail}")
+    raise RuntimeError(f"{problem}; its log ends:\n{tail}")
+
+
+def _drain(stream, lines):
+    for line in stream:
+        lines.put(line)
+    lines.put(None)

@@ -4,6 +4,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -91,6 +92,15 @@ def test_a_server_that_cannot_start_says_why(tmp_path):
     missing = tmp_path / "missing.config"
     with pytest.raises(RuntimeError, match=f"(?s)exited before it served.*{re.escape(str(missing))} does not exist"):
         start_server(["--model_config_file", str(missing)], tmp_path / "server.log")
+
+
+def test_a_server_that_hangs_before_serving_is_killed_and_reported(tmp_path):
+    # `-c` runs this stand-in instead of the server script: it logs, then never prints its ports.
+    stand_in = "import sys, time; print('stuck while loading', file=sys.stderr, flush=True); time.sleep(120)"
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="(?s)did not print its ports within 2 s.*stuck while loading"):
+        start_server([], tmp_path / "server.log", python_options=("-c", stand_in), timeout=2)
+    assert time.monotonic() - started < 30
 
 
 @pytest.mark.parametrize("text,message", [
