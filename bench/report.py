@@ -362,23 +362,30 @@ def _ptb_rows(fair):
              " / ".join(map(perplexity, runs)) + f" ({lowest}; "
              + " / ".join(f"{run['minutes']:.0f}" for run in runs) + f" training min; {sizes} parameters)",
              "", f"Zaremba et al.: {ptb_lm.REFERENCE} small, {ptb_lm.MEDIUM_REFERENCE} medium", "ptb_lm_fair.json")]
-    if "rmc_keep_best" not in fair:
-        return rows
-    stopped = _seeds_of_recipe(fair, "rmc_keep_best", "ptb_lm")
     lstm_models = [name for name in models if name.startswith("lstm")]
     lstms = [_seeds_of_recipe(fair, name, "ptb_lm") for name in lstm_models]
+
+    def per_seed(title, rmc_label, rmc, rmc_cell):
+        seeds = sorted(set(rmc).union(*lstms))
+        return (title, f"test perplexity of {rmc_label} / " + " / ".join(labels[m] for m in lstm_models)
+                + " (their last rounds)",
+                "; ".join(f"seed {seed}: {rmc_cell(rmc[seed]) if seed in rmc else 'not run'} / "
+                          + " / ".join(perplexity(lstm.get(seed)) for lstm in lstms) for seed in seeds),
+                "", "", "ptb_lm_fair.json")
+
+    if "rmc" in fair:
+        rows.append(per_seed("RMC, PTB, each model its own recipe, per seed", "the RMC's last round",
+                             _seeds_of_recipe(fair, "rmc", "ptb_lm"), perplexity))
+    if "rmc_keep_best" not in fair:
+        return rows
 
     def best(run):
         if "best_perplexity" not in run:
             return perplexity(run)
         return f"{run['best_perplexity']:.1f} (round of minute {run['best_minutes']:.0f} of {run['minutes']:.0f})"
 
-    seeds = sorted(set(stopped).union(*lstms))
-    rows.append(("RMC, PTB, with early stopping, per seed", "test perplexity of the RMC's best validation round / "
-                 + " / ".join(labels[m] for m in lstm_models) + " (their last rounds)",
-                 "; ".join(f"seed {seed}: {best(stopped[seed]) if seed in stopped else 'not run'} / "
-                           + " / ".join(perplexity(lstm.get(seed)) for lstm in lstms) for seed in seeds),
-                 "", "", "ptb_lm_fair.json"))
+    rows.append(per_seed("RMC, PTB, with early stopping, per seed", "the RMC's best validation round",
+                         _seeds_of_recipe(fair, "rmc_keep_best", "ptb_lm"), best))
     return rows
 
 

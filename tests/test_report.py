@@ -169,7 +169,7 @@ def test_the_small_nth_farthest_row_shows_every_seed_of_the_chosen_settings(monk
             f"seed 2: {rmc - 2:.1f}% (unfinished, 20 min) / {lstm - 2:.1f}% (84 training min each; ") in row
 
 
-def test_the_ptb_early_stopping_row_pairs_the_seeds_of_each_recipe(monkeypatch):
+def test_the_ptb_per_seed_rows_pair_the_seeds_of_each_recipe(monkeypatch):
     def seeds(results):
         results = _seed_zero_only(results)
         results["rmc_keep_best"].update(complete=True, best_perplexity=105.4, best_minutes=61.2, minutes=95.0)
@@ -188,10 +188,16 @@ def test_the_ptb_early_stopping_row_pairs_the_seeds_of_each_recipe(monkeypatch):
         return results
 
     committed = report._load("ptb_lm_fair.json")
-    small, medium = (committed[name]["perplexity"] for name in ("lstm_zaremba_small", "lstm_zaremba_medium"))
-    row = _row(_summary_with(monkeypatch, {"ptb_lm_fair.json": seeds}), "RMC, PTB, with early stopping, per seed")
+    rmc, small, medium = (committed[name]["perplexity"]
+                          for name in ("rmc", "lstm_zaremba_small", "lstm_zaremba_medium"))
+    summary = _summary_with(monkeypatch, {"ptb_lm_fair.json": seeds})
+    row = _row(summary, "RMC, PTB, with early stopping, per seed")
     assert (f"| seed 0: 105.4 (round of minute 61 of 95) / {small:.1f} / {medium:.1f}; seed 1: (unfinished: "
             "validation 120.0 after 40 min) / 113.0 / not run; seed 2: not run / 112.0 / not run |") in row
+    # without early stopping the RMC's seeds are its own recipe's: seed 3 here, and none of --keep-best's
+    row = _row(summary, "RMC, PTB, each model its own recipe, per seed")
+    assert (f"| seed 0: {rmc:.1f} / {small:.1f} / {medium:.1f}; seed 1: not run / 113.0 / not run; "
+            f"seed 2: not run / 112.0 / not run; seed 3: {rmc:.1f} / not run / not run |") in row
 
 
 def test_a_per_seed_row_names_the_start_a_several_starts_run_went_on_with():
