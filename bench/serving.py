@@ -1,5 +1,6 @@
 """What the serving benches share: an exported bAbI EntNet and our server started in its own process."""
 
+import contextlib
 import pathlib
 import queue
 import subprocess
@@ -41,12 +42,11 @@ def start_server(flags, log_path=None, python_options=(), timeout=600.0):
     Example:
         process, ports = start_server(["--model_name", "lm", "--model_base_path", "exports/lm"], "server.log")
     """
-    log = open(log_path, "w") if log_path is not None else subprocess.DEVNULL
-    process = subprocess.Popen(
-        [sys.executable, *python_options, str(REPO / "serving" / "server.py"), "--port", "0", *flags],
-        stdout=subprocess.PIPE, stderr=log, text=True)
-    if log_path is not None:
-        log.close()  # the child holds its own copy
+    # The file closes here once the child holds its own copy of it.
+    with open(log_path, "w") if log_path is not None else contextlib.nullcontext(subprocess.DEVNULL) as log:
+        process = subprocess.Popen(
+            [sys.executable, *python_options, str(REPO / "serving" / "server.py"), "--port", "0", *flags],
+            stdout=subprocess.PIPE, stderr=log, text=True)
     # A reader thread, so that a server that hangs before printing cannot hang us; it goes on draining
     # stdout after the ports line, so the pipe never fills.
     lines = queue.Queue()

@@ -103,6 +103,12 @@ def test_a_server_that_hangs_before_serving_is_killed_and_reported(tmp_path):
     assert time.monotonic() - started < 30
 
 
+def test_a_server_without_a_log_file_is_reported_without_one():
+    stand_in = "import time; time.sleep(120)"
+    with pytest.raises(RuntimeError, match=r"(?s)within 1 s.*\(its log was not kept\)"):
+        start_server([], python_options=("-c", stand_in), timeout=1)
+
+
 @pytest.mark.parametrize("text,message", [
     ("model_config_list { config { name: 'x' } }", "base_path"),
     ("model_config_list { config { nme: 'x' } }", "nme"),
