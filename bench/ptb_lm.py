@@ -13,6 +13,9 @@ epoch and the curve are saved after every round under `--workdir/<model>`
 (the memory restarts from its initial value after a resume, as at an epoch
 start). The result goes into `bench/results/ptb_lm.json` as
 `{"rmc": {"perplexity": <test>, "minutes": m, "curve": [...]}, "lstm": {...}, "args": ...}`.
+Each curve point is one round: `minutes` (training time at its end),
+`epoch` (epochs done when it started, the epoch its learning rate belongs to),
+`train_perplexity` (over the round) and `val_perplexity` (after it).
 
 Usage (one core per model, both side by side):
     KERAS_RELMEM_DATA=../shared/data python -m bench.ptb_lm --model rmc --threads 1 &
