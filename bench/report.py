@@ -144,17 +144,38 @@ def quote(note, results, where="note"):
     """`note` with each `{{path:format}}` replaced by the value at `path` in `results`, formatted.
 
     A path is keys joined by dots (a list takes an index, -1 the last): `{{rmc.perplexity:.1f}}`,
-    `{{rmc.curve.-1.minutes:.0f}}`. A path that leads nowhere is an error naming `where`, so a note
-    cannot quote a number its results file does not hold.
+    `{{rmc.curve.-1.minutes:.0f}}`. A ratio ` / ` of two paths, or of a path and a number, quotes
+    what a note would otherwise work out by hand: `{{rmc.accuracy / lstm.accuracy:.2f}}` times,
+    `{{lstm.examples / 1e6:.1f}}` million. A path that leads nowhere is an error naming `where`, so a
+    note cannot quote a number its results file does not hold.
     """
-    def value(match):
+    def lookup(match, path):
         found = results
-        for key in match.group(1).strip().split("."):
+        for key in path.strip().split("."):
             try:
                 found = found[int(key)] if isinstance(found, list) else found[key]
             except (KeyError, IndexError, ValueError, TypeError):
-                raise ValueError(f"{where}: {match.group(0)} quotes {match.group(1)!r}, which the results "
+                raise ValueError(f"{where}: {match.group(0)} quotes {path.strip()!r}, which the results "
                                  f"do not hold (no {key!r})") from None
+        return found
+
+    def operand(match, text):
+        try:
+            return float(text)
+        except ValueError:
+            return lookup(match, text)
+
+    def value(match):
+        expression = match.group(1)
+        if " / " in expression:
+            numerator, denominator = (operand(match, part) for part in expression.split(" / ", 1))
+            try:
+                found = numerator / denominator
+            except (TypeError, ZeroDivisionError) as error:
+                raise ValueError(f"{where}: {match.group(0)} cannot divide {numerator!r} by "
+                                 f"{denominator!r}: {error}") from None
+        else:
+            found = lookup(match, expression)
         try:
             return format(found, match.group(2) or "")
         except (ValueError, TypeError) as error:

@@ -1,6 +1,7 @@
 """The results page and the README's results table are what the JSON files in bench/results/ give."""
 
 import json
+import re
 
 import pytest
 
@@ -223,6 +224,24 @@ def test_a_note_quotes_numbers_from_its_results_file():
     results = {"rmc": {"perplexity": 107.46, "curve": [{"minutes": 3.0}, {"minutes": 90.15}]}}
     note = "test {{rmc.perplexity:.1f}} at minute {{rmc.curve.-1.minutes:.0f}}; braces {kept} as they are"
     assert report.quote(note, results) == "test 107.5 at minute 90; braces {kept} as they are"
+
+
+def test_a_note_quotes_a_ratio_of_two_numbers_or_of_a_number_and_a_constant():
+    results = {"rmc": {"accuracy": 89.33, "examples": 4032000}, "lstm": {"accuracy": 65.73}}
+    note = "{{rmc.accuracy / lstm.accuracy:.2f}} times, {{rmc.examples / 1e6:.1f}} million"
+    # 89.33 / 65.73 = 1.359..., 4,032,000 / 1,000,000 = 4.032
+    assert report.quote(note, results) == "1.36 times, 4.0 million"
+
+
+@pytest.mark.parametrize("expression,message", [
+    ("rmc.accuracy / lstm.perplexity", "quotes 'lstm.perplexity'"),
+    ("rmc.accuracy / 0", "cannot divide 89.33 by 0.0"),
+    ("rmc.name / 2", "cannot divide 'x' by 2.0"),
+])
+def test_a_ratio_that_cannot_be_worked_out_is_an_error_naming_the_note(expression, message):
+    results = {"rmc": {"accuracy": 89.33, "name": "x"}, "lstm": {"accuracy": 65.73}}
+    with pytest.raises(ValueError, match=r"the note of x\.json: .*" + re.escape(message)):
+        report.quote("{{" + expression + ":.1f}}", results, "the note of x.json")
 
 
 @pytest.mark.parametrize("path", ["lstm.perplexity", "rmc.curve.5.minutes", "rmc.perplexity.value"])
