@@ -138,6 +138,7 @@ def commands(entry, results):
 
 
 QUOTE = re.compile(r"\{\{([^}:]+)(?::([^}]*))?\}\}")
+NUMBER = re.compile(r"[0-9][0-9_]*(\.[0-9]*)?([eE][+-]?[0-9]+)?")
 
 
 def quote(note, results, where="note"):
@@ -160,10 +161,8 @@ def quote(note, results, where="note"):
         return found
 
     def operand(match, text):
-        try:
-            return float(text)
-        except ValueError:
-            return lookup(match, text)
+        # Digits only, so that a run named like a float ("inf", "nan") is still looked up.
+        return float(text) if NUMBER.fullmatch(text.strip()) else lookup(match, text)
 
     def value(match):
         expression = match.group(1)

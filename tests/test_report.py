@@ -231,6 +231,8 @@ def test_a_note_quotes_a_ratio_of_two_numbers_or_of_a_number_and_a_constant():
     note = "{{rmc.accuracy / lstm.accuracy:.2f}} times, {{rmc.examples / 1e6:.1f}} million"
     # 89.33 / 65.73 = 1.359..., 4,032,000 / 1,000,000 = 4.032
     assert report.quote(note, results) == "1.36 times, 4.0 million"
+    # A run named like a float is a run, not a number.
+    assert report.quote("{{rmc.accuracy / nan.accuracy:.1f}}", {**results, "nan": {"accuracy": 44.665}}) == "2.0"
 
 
 @pytest.mark.parametrize("expression,message", [
