@@ -301,42 +301,57 @@ def _seeds_of_recipe(results, name, bench):
     return {results["args"][run]["seed"]: results[run] for run in same}
 
 
-def _small_nth_farthest_row(small):
-    """The summary's row of Nth Farthest on 4 objects, farthest only: the best RMC and LSTM settings, per seed.
+def _accuracy_at(run, minutes):
+    """Run `run`'s test accuracy when its training clock first reached `minutes` (its last if it stopped before).
 
-    The settings are chosen on seed 0 (the tuning grid ran there): the best finished LSTM, and the best RMC at
-    the LSTMs' training time (an RMC with a longer budget, stopped there, counts at that time). Every other
-    seed of those two settings is shown beside seed 0's.
+    A run with a longer budget, continued past another's, counts at the round where a run of that budget
+    would have stopped, so the two compare at equal wall clock.
     """
-    def asked_the_farthest(name, model):
-        arguments = small["args"][name]
+    reached = [row for row in run["curve"] if row["minutes"] >= minutes]
+    return reached[0]["test_accuracy"] if reached and run["minutes"] > minutes + 0.5 else run["accuracy"]
+
+
+def _nth_farthest_per_seed_row(results, name, settings=None):
+    """The summary's row of Nth Farthest asked the farthest only: the best RMC and LSTM settings, per seed.
+
+    The settings are chosen on seed 0 (where a tuning grid ran): the best finished LSTM, and the best RMC at
+    the LSTMs' training time (an RMC with a longer budget counts at that time, `_accuracy_at`). Every other
+    seed of those two settings is shown beside seed 0's. `settings` says where they came from when no grid
+    ran on this task; without it the row counts the settings it chose among.
+    """
+    def asked_the_farthest(run, model):
+        arguments = results["args"][run]
         return arguments["model"] == model and arguments.get("questions") == [0] and arguments["seed"] == 0
 
-    lstms = {name: run for name, run in small.items() if name != "args" and asked_the_farthest(name, "lstm")
-             and run.get("complete")}
-    equal_time = min(small["args"][name]["budget_minutes"] for name in lstms)
+    lstms = {run: results[run] for run in results if run != "args" and asked_the_farthest(run, "lstm")
+             and results[run].get("complete")}
+    equal_time = min(results["args"][run]["budget_minutes"] for run in lstms)
 
     def at_equal_time(run):
         return run["minutes"] >= equal_time - 0.5
 
-    rmcs = {name: run for name, run in small.items() if name != "args" and asked_the_farthest(name, "rmc")
-            and at_equal_time(run)}
-    chosen = [max(runs, key=lambda name: runs[name]["accuracy"]) for runs in (rmcs, lstms)]
-    rmc_seeds, lstm_seeds = (_seeds_of_recipe(small, name, "nth_farthest") for name in chosen)
+    rmcs = {run: results[run] for run in results if run != "args" and asked_the_farthest(run, "rmc")
+            and at_equal_time(results[run])}
+    chosen = [max(runs, key=lambda run: _accuracy_at(runs[run], equal_time)) for runs in (rmcs, lstms)]
+    rmc_seeds, lstm_seeds = (_seeds_of_recipe(results, run, "nth_farthest") for run in chosen)
 
     def cell(run):
         if run is None:
             return "not run"
-        return f"{run['accuracy']:.1f}%" + ("" if run.get("complete") or at_equal_time(run)
-                                             else f" (unfinished, {run['minutes']:.0f} min)")
+        return f"{_accuracy_at(run, equal_time):.1f}%" + (
+            "" if run.get("complete") or at_equal_time(run) else f" (unfinished, {run['minutes']:.0f} min)")
 
+    if settings is None:
+        settings = (f"settings chosen on seed 0 among {len(rmcs)} RMC and "
+                    f"{len(lstms)} LSTM setting{'s' * (len(lstms) > 1)}")
+    arguments = results["args"][chosen[0]]
     seeds = sorted(set(rmc_seeds) | set(lstm_seeds))
-    return ("RMC, Nth Farthest, 4 objects of 4 features, farthest only, per seed",
+    return (f"RMC, Nth Farthest, {arguments['num_objects']} objects of {arguments['num_features']} features, "
+            "farthest only, per seed",
             "accuracy, best RMC / best LSTM setting",
             "; ".join(f"seed {seed}: {cell(rmc_seeds.get(seed))} / {cell(lstm_seeds.get(seed))}" for seed in seeds)
-            + f" ({equal_time:.0f} training min each; settings chosen on seed 0 among {len(rmcs)} RMC and "
-              f"{len(lstms)} LSTM setting{'s' * (len(lstms) > 1)})",
-            "", "", "nth_farthest_4objects.json")
+            + f" ({equal_time:.0f} training min each; {settings})",
+            "", "", name)
 
 
 def _joint_seeds_row(title, name):
@@ -494,7 +509,9 @@ def summary():
                  f"n asked in training: {_asked(rmc)} / {_asked(lstm)}; training accuracy on them in the last "
                  f"round: {rmc['curve'][-1]['train_accuracy']:.1f}% / {lstm['curve'][-1]['train_accuracy']:.1f}%, "
                  f"{guess:.1f}% without a distance)", nth_paper, "", "nth_farthest_8objects_curriculum.json"))
-    rows.append(_small_nth_farthest_row(_load("nth_farthest_4objects.json")))
+    rows.append(_nth_farthest_per_seed_row(_load("nth_farthest_4objects.json"), "nth_farthest_4objects.json"))
+    rows.append(_nth_farthest_per_seed_row(_load("nth_farthest_6objects.json"), "nth_farthest_6objects.json",
+                                           "the 4-object task's best settings"))
     rows += _ptb_rows(_load("ptb_lm_fair.json"))
     speed = _load("lm_speed.json")
     machine = max(speed["matmul_gflops"].values())

@@ -170,6 +170,21 @@ def test_the_small_nth_farthest_row_shows_every_seed_of_the_chosen_settings(monk
             f"seed 2: {rmc - 2:.1f}% (unfinished, 20 min) / {lstm - 2:.1f}% (84 training min each; ") in row
 
 
+def test_an_rmc_continued_past_the_lstms_budget_counts_at_the_lstms_training_time(monkeypatch):
+    # rmc_farthest_long is rmc_farthest's 84-minute checkpoint trained on: at 84 minutes it is rmc_farthest
+    def continued(results):
+        results = _seed_zero_only(results)
+        del results["rmc_farthest"], results["args"]["rmc_farthest"]
+        results["rmc_farthest_long"].update(accuracy=99.0, minutes=240.2, complete=True)
+        return results
+
+    committed = report._load("nth_farthest_6objects.json")
+    rmc, lstm = committed["rmc_farthest"]["accuracy"], committed["lstm_u256"]["accuracy"]
+    row = _row(_summary_with(monkeypatch, {"nth_farthest_6objects.json": continued}),
+               "RMC, Nth Farthest, 6 objects of 4 features, farthest only, per seed")
+    assert f"| seed 0: {rmc:.1f}% / {lstm:.1f}% (84 training min each; the 4-object task's best settings) |" in row
+
+
 def test_the_ptb_per_seed_rows_pair_the_seeds_of_each_recipe(monkeypatch):
     def seeds(results):
         results = _seed_zero_only(results)
