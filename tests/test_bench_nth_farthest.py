@@ -42,6 +42,19 @@ def test_without_distances_counts_the_free_nearest():
     assert nth_farthest.without_distances(4, [0, 3]) == 100 * (0.5 + 0.5 / 3)
 
 
+def test_left_the_guess_is_the_first_round_five_points_above_it():
+    # four rounds of 1,000 examples each; a guess of 20%: the third round is the first above 25%
+    curve = [{"minutes": 1.0, "test_accuracy": 24.0}, {"minutes": 2.0, "test_accuracy": 25.0},
+             {"minutes": 3.5, "test_accuracy": 25.1}, {"minutes": 4.0, "test_accuracy": 90.0}]
+    run = {"examples": 4000, "curve": curve}
+    assert nth_farthest.left_the_guess(run, 20.0) == (3.5, 3000)
+    assert nth_farthest.left_the_guess(run, 90.0) is None
+    arguments = {"model": "lstm", "num_objects": 6, "num_features": 4, "questions": [0]}
+    finished = {**run, "complete": True, "accuracy": 90.0, "best_accuracy": 90.0, "minutes": 4.0}
+    row = nth_farthest.markdown({"args": {"x": arguments}, "x": finished}).splitlines()[2]
+    assert "| 4,000 | 3.5, 3,000 |" in row  # without distances 20% (a guess among the five labels not m's)
+
+
 def test_next_questions_adds_the_next_n_at_the_threshold():
     assert nth_farthest.next_questions([0], 79.9, 80, 4) == [0]
     assert nth_farthest.next_questions([0], 80.0, 80, 4) == [0, 1]
