@@ -288,7 +288,8 @@ NOT_THE_RECIPE = {"name", "seed", "budget_minutes", "workdir"}
 def _seeds_of_recipe(results, name, bench):
     """The runs in `results` with run `name`'s recipe (its arguments but for `NOT_THE_RECIPE`), by seed.
 
-    An argument a run does not record (one `bench` gained after the run) has its default value.
+    An argument a run does not record (one `bench` gained after the run) has its default value. Of two
+    runs of one seed (one continued from the other's checkpoint under a longer budget) the longer counts.
     """
     defaults = _parses(importlib.import_module(f"bench.{bench}").parse_args, [])
     ignored = NOT_THE_RECIPE | not_in_command(bench)
@@ -298,6 +299,7 @@ def _seeds_of_recipe(results, name, bench):
         return {k: v for k, v in arguments.items() if k not in ignored}
 
     same = [run for run in results.get("args", {}) if run in results and recipe(run) == recipe(name)]
+    same.sort(key=lambda run: results[run].get("minutes", 0))
     return {results["args"][run]["seed"]: results[run] for run in same}
 
 
@@ -311,13 +313,12 @@ def _accuracy_at(run, minutes):
     return reached[0]["test_accuracy"] if reached and run["minutes"] > minutes + 0.5 else run["accuracy"]
 
 
-def _nth_farthest_per_seed_row(results, name, settings=None):
-    """The summary's row of Nth Farthest asked the farthest only: the best RMC and LSTM settings, per seed.
+def _nth_farthest_chosen(results):
+    """The best RMC and LSTM settings of Nth Farthest asked the farthest only, chosen on seed 0.
 
-    The settings are chosen on seed 0 (where a tuning grid ran): the best finished LSTM, and the best RMC at
-    the LSTMs' training time (an RMC with a longer budget counts at that time, `_accuracy_at`). Every other
-    seed of those two settings is shown beside seed 0's. `settings` says where they came from when no grid
-    ran on this task; without it the row counts the settings it chose among.
+    Seed 0 is where a tuning grid ran: the best finished LSTM, and the best RMC at the LSTMs' training time
+    (an RMC with a longer budget counts at that time, `_accuracy_at`). Returns that time, how many settings
+    of each model there were, and every seed's run of the two chosen ones (RMC's, LSTM's).
     """
     def asked_the_farthest(run, model):
         arguments = results["args"][run]
@@ -326,32 +327,65 @@ def _nth_farthest_per_seed_row(results, name, settings=None):
     lstms = {run: results[run] for run in results if run != "args" and asked_the_farthest(run, "lstm")
              and results[run].get("complete")}
     equal_time = min(results["args"][run]["budget_minutes"] for run in lstms)
-
-    def at_equal_time(run):
-        return run["minutes"] >= equal_time - 0.5
-
     rmcs = {run: results[run] for run in results if run != "args" and asked_the_farthest(run, "rmc")
-            and at_equal_time(results[run])}
+            and results[run]["minutes"] >= equal_time - 0.5}
     chosen = [max(runs, key=lambda run: _accuracy_at(runs[run], equal_time)) for runs in (rmcs, lstms)]
-    rmc_seeds, lstm_seeds = (_seeds_of_recipe(results, run, "nth_farthest") for run in chosen)
+    return equal_time, (len(rmcs), len(lstms)), [_seeds_of_recipe(results, run, "nth_farthest") for run in chosen]
+
+
+def _nth_farthest_title(results, what):
+    arguments = next(arguments for arguments in results["args"].values() if arguments.get("questions") == [0])
+    return f"RMC, Nth Farthest, {arguments['num_objects']} objects of {arguments['num_features']} features, {what}"
+
+
+def _nth_farthest_per_seed_row(results, name, settings=None):
+    """The summary's row of Nth Farthest asked the farthest only at equal training time: the best RMC and
+    LSTM settings (`_nth_farthest_chosen`), per seed.
+
+    `settings` says where they came from when no grid ran on this task; without it the row counts the
+    settings it chose among.
+    """
+    equal_time, counts, (rmc_seeds, lstm_seeds) = _nth_farthest_chosen(results)
 
     def cell(run):
         if run is None:
             return "not run"
         return f"{_accuracy_at(run, equal_time):.1f}%" + (
-            "" if run.get("complete") or at_equal_time(run) else f" (unfinished, {run['minutes']:.0f} min)")
+            "" if run.get("complete") or run["minutes"] >= equal_time - 0.5
+            else f" (unfinished, {run['minutes']:.0f} min)")
 
     if settings is None:
-        settings = (f"settings chosen on seed 0 among {len(rmcs)} RMC and "
-                    f"{len(lstms)} LSTM setting{'s' * (len(lstms) > 1)}")
-    arguments = results["args"][chosen[0]]
+        settings = (f"settings chosen on seed 0 among {counts[0]} RMC and "
+                    f"{counts[1]} LSTM setting{'s' * (counts[1] > 1)}")
     seeds = sorted(set(rmc_seeds) | set(lstm_seeds))
-    return (f"RMC, Nth Farthest, {arguments['num_objects']} objects of {arguments['num_features']} features, "
-            "farthest only, per seed",
-            "accuracy, best RMC / best LSTM setting",
+    return (_nth_farthest_title(results, "farthest only, per seed"), "accuracy, best RMC / best LSTM setting",
             "; ".join(f"seed {seed}: {cell(rmc_seeds.get(seed))} / {cell(lstm_seeds.get(seed))}" for seed in seeds)
             + f" ({equal_time:.0f} training min each; {settings})",
             "", "", name)
+
+
+def _accuracy_after(run, examples):
+    """Run `run`'s test accuracy after its first `examples` training examples (every round trains as many),
+    or None if it has not trained so many."""
+    rounds = examples * len(run["curve"]) // run["examples"]
+    return run["curve"][rounds - 1]["test_accuracy"] if 0 < rounds <= len(run["curve"]) else None
+
+
+def _nth_farthest_equal_examples_row(results, name):
+    """The summary's row of Nth Farthest asked the farthest only at equal examples: the RMC's last round
+    against the LSTM's accuracy after as many examples, per seed (the settings of `_nth_farthest_chosen`)."""
+    _, _, (rmc_seeds, lstm_seeds) = _nth_farthest_chosen(results)
+
+    def cell(seed):
+        rmc, lstm = rmc_seeds[seed], lstm_seeds[seed]
+        after = _accuracy_after(lstm, rmc["examples"])
+        lstm_cell = "not so many examples" if after is None else f"{after:.1f}%"
+        return (f"seed {seed}: {rmc['accuracy']:.1f}% / {lstm_cell} ({rmc['examples'] / 1e6:.2f} M examples, the "
+                f"RMC's {rmc['minutes']:.0f} min{'' if rmc.get('complete') else ', unfinished'})")
+
+    return (_nth_farthest_title(results, "farthest only, equal examples, per seed"),
+            "accuracy after the RMC's examples, RMC / LSTM",
+            "; ".join(cell(seed) for seed in sorted(set(rmc_seeds) & set(lstm_seeds))), "", "", name)
 
 
 def _joint_seeds_row(title, name):
@@ -509,9 +543,10 @@ def summary():
                  f"n asked in training: {_asked(rmc)} / {_asked(lstm)}; training accuracy on them in the last "
                  f"round: {rmc['curve'][-1]['train_accuracy']:.1f}% / {lstm['curve'][-1]['train_accuracy']:.1f}%, "
                  f"{guess:.1f}% without a distance)", nth_paper, "", "nth_farthest_8objects_curriculum.json"))
-    rows.append(_nth_farthest_per_seed_row(_load("nth_farthest_4objects.json"), "nth_farthest_4objects.json"))
-    rows.append(_nth_farthest_per_seed_row(_load("nth_farthest_6objects.json"), "nth_farthest_6objects.json",
-                                           "the 4-object task's best settings"))
+    for objects, settings in ((4, None), (6, "the 4-object task's best settings")):
+        name = f"nth_farthest_{objects}objects.json"
+        rows.append(_nth_farthest_per_seed_row(_load(name), name, settings))
+        rows.append(_nth_farthest_equal_examples_row(_load(name), name))
     rows += _ptb_rows(_load("ptb_lm_fair.json"))
     speed = _load("lm_speed.json")
     machine = max(speed["matmul_gflops"].values())

@@ -185,6 +185,17 @@ def test_an_rmc_continued_past_the_lstms_budget_counts_at_the_lstms_training_tim
     assert f"| seed 0: {rmc:.1f}% / {lstm:.1f}% (84 training min each; the 4-object task's best settings) |" in row
 
 
+def test_the_equal_examples_row_reads_the_lstm_after_as_many_examples_as_the_rmc_trained(monkeypatch):
+    committed = _seed_zero_only(report._load("nth_farthest_4objects.json"))
+    rmc, lstm, arguments = committed["rmc_farthest"], committed["lstm_u256"], committed["args"]["lstm_u256"]
+    # each of the LSTM's rounds trains steps_per_round batches: the round that ends on the RMC's count
+    rounds = rmc["examples"] // (arguments["steps_per_round"] * arguments["batch_size"])
+    row = _row(_summary_with(monkeypatch, {"nth_farthest_4objects.json": _seed_zero_only}),
+               "RMC, Nth Farthest, 4 objects of 4 features, farthest only, equal examples, per seed")
+    assert (f"| seed 0: {rmc['accuracy']:.1f}% / {lstm['curve'][rounds - 1]['test_accuracy']:.1f}% "
+            f"({rmc['examples'] / 1e6:.2f} M examples, the RMC's 84 min, unfinished) |") in row
+
+
 def test_the_ptb_per_seed_rows_pair_the_seeds_of_each_recipe(monkeypatch):
     def seeds(results):
         results = _seed_zero_only(results)
