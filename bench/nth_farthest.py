@@ -186,17 +186,26 @@ def without_distances(num_objects, questions=None):
 ABOVE_THE_GUESS = 5.0
 
 
+def examples_after(run, rounds):
+    """How many examples run `run` had trained after its first `rounds` rounds: every round trains as many."""
+    return run["examples"] * rounds // len(run["curve"])
+
+
 def left_the_guess(run, guess):
     """(training minutes, examples) at the first round whose test accuracy is `ABOVE_THE_GUESS` points above
     `guess` (`without_distances`): when a model began to use a distance. None if it has not.
-
-    Every round trains the same number of examples, so the k-th of a run's n rounds ends after k/n of them.
     """
-    curve = run["curve"]
-    for index, row in enumerate(curve):
+    for index, row in enumerate(run["curve"]):
         if row["test_accuracy"] > guess + ABOVE_THE_GUESS:
-            return row["minutes"], run["examples"] * (index + 1) // len(curve)
+            return row["minutes"], examples_after(run, index + 1)
     return None
+
+
+def accuracy_after(run, examples):
+    """Run `run`'s test accuracy at the end of the round that brought it to `examples` training examples,
+    or None if it has not trained so many."""
+    reached = [row for index, row in enumerate(run["curve"]) if examples_after(run, index + 1) >= examples]
+    return reached[0]["test_accuracy"] if reached else None
 
 
 def markdown(results):

@@ -364,21 +364,16 @@ def _nth_farthest_per_seed_row(results, name, settings=None):
             "", "", name)
 
 
-def _accuracy_after(run, examples):
-    """Run `run`'s test accuracy after its first `examples` training examples (every round trains as many),
-    or None if it has not trained so many."""
-    rounds = examples * len(run["curve"]) // run["examples"]
-    return run["curve"][rounds - 1]["test_accuracy"] if 0 < rounds <= len(run["curve"]) else None
-
-
 def _nth_farthest_equal_examples_row(results, name):
     """The summary's row of Nth Farthest asked the farthest only at equal examples: the RMC's last round
     against the LSTM's accuracy after as many examples, per seed (the settings of `_nth_farthest_chosen`)."""
+    from bench.nth_farthest import accuracy_after
+
     _, _, (rmc_seeds, lstm_seeds) = _nth_farthest_chosen(results)
 
     def cell(seed):
         rmc, lstm = rmc_seeds[seed], lstm_seeds[seed]
-        after = _accuracy_after(lstm, rmc["examples"])
+        after = accuracy_after(lstm, rmc["examples"])
         lstm_cell = "not so many examples" if after is None else f"{after:.1f}%"
         return (f"seed {seed}: {rmc['accuracy']:.1f}% / {lstm_cell} ({rmc['examples'] / 1e6:.2f} M examples, the "
                 f"RMC's {rmc['minutes']:.0f} min{'' if rmc.get('complete') else ', unfinished'})")

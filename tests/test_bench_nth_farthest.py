@@ -49,6 +49,10 @@ def test_left_the_guess_is_the_first_round_five_points_above_it():
     run = {"examples": 4000, "curve": curve}
     assert nth_farthest.left_the_guess(run, 20.0) == (3.5, 3000)
     assert nth_farthest.left_the_guess(run, 90.0) is None
+    # after 2,000 examples: the second round; 2,500 are reached only at the end of the third
+    assert nth_farthest.accuracy_after(run, 2000) == 25.0
+    assert nth_farthest.accuracy_after(run, 2500) == 25.1
+    assert nth_farthest.accuracy_after(run, 4001) is None
     arguments = {"model": "lstm", "num_objects": 6, "num_features": 4, "questions": [0]}
     finished = {**run, "complete": True, "accuracy": 90.0, "best_accuracy": 90.0, "minutes": 4.0}
     row = nth_farthest.markdown({"args": {"x": arguments}, "x": finished}).splitlines()[2]
