@@ -303,6 +303,12 @@ def _seeds_of_recipe(results, name, bench):
     return {results["args"][run]["seed"]: results[run] for run in same}
 
 
+def _reached(run, minutes):
+    """Whether run `run` trained for `minutes`: a run stops at the end of the round that passes its budget,
+    so one that stopped within half a minute of it counts."""
+    return run["minutes"] >= minutes - 0.5
+
+
 def _accuracy_at(run, minutes):
     """Run `run`'s test accuracy when its training clock first reached `minutes` (its last if it stopped before).
 
@@ -328,7 +334,7 @@ def _nth_farthest_chosen(results):
              and results[run].get("complete")}
     equal_time = min(results["args"][run]["budget_minutes"] for run in lstms)
     rmcs = {run: results[run] for run in results if run != "args" and asked_the_farthest(run, "rmc")
-            and results[run]["minutes"] >= equal_time - 0.5}
+            and _reached(results[run], equal_time)}
     chosen = [max(runs, key=lambda run: _accuracy_at(runs[run], equal_time)) for runs in (rmcs, lstms)]
     return equal_time, (len(rmcs), len(lstms)), [_seeds_of_recipe(results, run, "nth_farthest") for run in chosen]
 
@@ -338,20 +344,27 @@ def _nth_farthest_title(results, what):
     return f"RMC, Nth Farthest, {arguments['num_objects']} objects of {arguments['num_features']} features, {what}"
 
 
-def _nth_farthest_per_seed_row(results, name, settings=None):
-    """The summary's row of Nth Farthest asked the farthest only at equal training time: the best RMC and
-    LSTM settings (`_nth_farthest_chosen`), per seed.
+def _nth_farthest_rows(results, name, settings=None):
+    """The summary's rows of Nth Farthest asked the farthest only: the best RMC and LSTM settings
+    (`_nth_farthest_chosen`), per seed, at equal training time and at equal examples.
 
     `settings` says where they came from when no grid ran on this task; without it the row counts the
     settings it chose among.
     """
-    equal_time, counts, (rmc_seeds, lstm_seeds) = _nth_farthest_chosen(results)
+    chosen = _nth_farthest_chosen(results)
+    return [_nth_farthest_per_seed_row(results, name, chosen, settings),
+            _nth_farthest_equal_examples_row(results, name, chosen)]
+
+
+def _nth_farthest_per_seed_row(results, name, chosen, settings):
+    """The row at equal training time; `chosen` is `_nth_farthest_chosen(results)`."""
+    equal_time, counts, (rmc_seeds, lstm_seeds) = chosen
 
     def cell(run):
         if run is None:
             return "not run"
         return f"{_accuracy_at(run, equal_time):.1f}%" + (
-            "" if run.get("complete") or run["minutes"] >= equal_time - 0.5
+            "" if run.get("complete") or _reached(run, equal_time)
             else f" (unfinished, {run['minutes']:.0f} min)")
 
     if settings is None:
@@ -364,12 +377,12 @@ def _nth_farthest_per_seed_row(results, name, settings=None):
             "", "", name)
 
 
-def _nth_farthest_equal_examples_row(results, name):
-    """The summary's row of Nth Farthest asked the farthest only at equal examples: the RMC's last round
-    against the LSTM's accuracy after as many examples, per seed (the settings of `_nth_farthest_chosen`)."""
+def _nth_farthest_equal_examples_row(results, name, chosen):
+    """The row at equal examples: the RMC's last round against the LSTM's accuracy after as many examples;
+    `chosen` is `_nth_farthest_chosen(results)`."""
     from bench.nth_farthest import accuracy_after
 
-    _, _, (rmc_seeds, lstm_seeds) = _nth_farthest_chosen(results)
+    _, _, (rmc_seeds, lstm_seeds) = chosen
 
     def cell(seed):
         rmc, lstm = rmc_seeds[seed], lstm_seeds[seed]
@@ -540,8 +553,7 @@ def summary():
                  f"{guess:.1f}% without a distance)", nth_paper, "", "nth_farthest_8objects_curriculum.json"))
     for objects, settings in ((4, None), (6, "the 4-object task's best settings")):
         name = f"nth_farthest_{objects}objects.json"
-        rows.append(_nth_farthest_per_seed_row(_load(name), name, settings))
-        rows.append(_nth_farthest_equal_examples_row(_load(name), name))
+        rows += _nth_farthest_rows(_load(name), name, settings)
     rows += _ptb_rows(_load("ptb_lm_fair.json"))
     speed = _load("lm_speed.json")
     machine = max(speed["matmul_gflops"].values())
