@@ -18,7 +18,7 @@ import os
 import pathlib
 import signal
 import sys
-import threading
+import time
 
 import grpc
 from google.protobuf import text_format
@@ -259,6 +259,22 @@ def _raise_shutdown(signum, frame):
     raise _Shutdown(signal.Signals(signum).name)
 
 
+def _sleep_until_signalled(poll_seconds=0.5):
+    """Sleep on the main thread until a signal handler raises (`_Shutdown`).
+
+    A signal sent to the process goes to any one of its threads (gRPC's and TensorFlow's included).
+    Python then only records it, and runs the handler on the main thread at its next bytecode: a main
+    thread blocked in one long wait (`threading.Event().wait()`, a lock acquire) is not woken by a
+    signal that another thread received, and the server ignored SIGTERM for as long as that wait
+    lasted. Short sleeps bound the delay to `poll_seconds`.
+
+    Args:
+        poll_seconds: the longest time between a signal and its handler.
+    """
+    while True:
+        time.sleep(poll_seconds)
+
+
 def main(argv=None):
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     parser = build_parser()
@@ -288,7 +304,7 @@ def main(argv=None):
         signal.signal(signal.SIGINT, _raise_shutdown)
         # The ports are printed on stdout too, so scripts and tests can pick up port 0's choice.
         print(f"SERVING grpc={server.port} rest={server.rest_port or 0}", flush=True)
-        threading.Event().wait()
+        _sleep_until_signalled()
     except _Shutdown:
         pass
     finally:
