@@ -309,6 +309,16 @@ def _reached(run, minutes):
     return run["minutes"] >= minutes - 0.5
 
 
+def _not_finished(results, run):
+    """How a run short of its budget stands: 'under way at M min' if its workdir is committed (a rerun of its
+    command continues it), else 'stopped at M of B min' (it was stopped on purpose and will not go on)."""
+    name = next(key for key, value in results.items() if value is run)
+    arguments = results["args"][name]
+    if arguments.get("workdir") and (ROOT / arguments["workdir"] / name).is_dir():
+        return f"under way at {run['minutes']:.0f} min"
+    return f"stopped at {run['minutes']:.0f} of {arguments['budget_minutes']:.0f} min"
+
+
 def _accuracy_at(run, minutes):
     """Run `run`'s test accuracy when its training clock first reached `minutes` (its last if it stopped before).
 
@@ -365,7 +375,7 @@ def _nth_farthest_per_seed_row(results, name, chosen, settings):
             return "not run"
         return f"{_accuracy_at(run, equal_time):.1f}%" + (
             "" if run.get("complete") or _reached(run, equal_time)
-            else f" (unfinished, {run['minutes']:.0f} min)")
+            else f" ({_not_finished(results, run)})")
 
     if settings is None:
         settings = (f"settings chosen on seed 0 among {counts[0]} RMC and "
@@ -388,8 +398,9 @@ def _nth_farthest_equal_examples_row(results, name, chosen):
         rmc, lstm = rmc_seeds[seed], lstm_seeds[seed]
         after = accuracy_after(lstm, rmc["examples"])
         lstm_cell = "not so many examples" if after is None else f"{after:.1f}%"
-        return (f"seed {seed}: {rmc['accuracy']:.1f}% / {lstm_cell} ({rmc['examples'] / 1e6:.2f} M examples, the "
-                f"RMC's {rmc['minutes']:.0f} min{'' if rmc.get('complete') else ', unfinished'})")
+        state = (f"the RMC's {rmc['minutes']:.0f} min" if rmc.get("complete")
+                 else f"the RMC {_not_finished(results, rmc)}")
+        return f"seed {seed}: {rmc['accuracy']:.1f}% / {lstm_cell} ({rmc['examples'] / 1e6:.2f} M examples, {state})"
 
     return (_nth_farthest_title(results, "farthest only, equal examples, per seed"),
             "accuracy after the RMC's examples, RMC / LSTM",

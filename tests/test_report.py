@@ -167,7 +167,7 @@ def test_the_small_nth_farthest_row_shows_every_seed_of_the_chosen_settings(monk
     row = _row(_summary_with(monkeypatch, {"nth_farthest_4objects.json": reseed}),
                "RMC, Nth Farthest, 4 objects of 4 features, farthest only, per seed")
     assert (f"| seed 0: {rmc:.1f}% / {lstm:.1f}%; seed 1: {rmc - 1:.1f}% / {lstm - 1:.1f}%; "
-            f"seed 2: {rmc - 2:.1f}% (unfinished, 20 min) / {lstm - 2:.1f}% (84 training min each; ") in row
+            f"seed 2: {rmc - 2:.1f}% (stopped at 20 of 240 min) / {lstm - 2:.1f}% (84 training min each; ") in row
 
 
 def test_an_rmc_continued_past_the_lstms_budget_counts_at_the_lstms_training_time(monkeypatch):
@@ -193,7 +193,7 @@ def test_the_equal_examples_row_reads_the_lstm_after_as_many_examples_as_the_rmc
     row = _row(_summary_with(monkeypatch, {"nth_farthest_4objects.json": _seed_zero_only}),
                "RMC, Nth Farthest, 4 objects of 4 features, farthest only, equal examples, per seed")
     assert (f"| seed 0: {rmc['accuracy']:.1f}% / {lstm['curve'][rounds - 1]['test_accuracy']:.1f}% "
-            f"({rmc['examples'] / 1e6:.2f} M examples, the RMC's 84 min, unfinished) |") in row
+            f"({rmc['examples'] / 1e6:.2f} M examples, the RMC stopped at 84 of 240 min) |") in row
 
 
 def test_the_ptb_per_seed_rows_pair_the_seeds_of_each_recipe(monkeypatch):
@@ -282,3 +282,13 @@ def test_a_note_quoting_what_its_results_do_not_hold_is_an_error_naming_the_note
 def test_a_note_quoting_with_a_format_its_value_does_not_take_is_an_error_naming_the_note():
     with pytest.raises(ValueError, match=r"the note of x\.json: \{\{rmc\.perplexity:,d\}\} cannot format 107\.46"):
         report.quote("{{rmc.perplexity:,d}}", {"rmc": {"perplexity": 107.46}}, "the note of x.json")
+
+
+def test_a_run_short_of_its_budget_is_under_way_only_while_its_workdir_is_committed(tmp_path, monkeypatch):
+    # CONTRIBUTING: an unfinished run's workdir is committed so that a rerun of its command continues it
+    run = {"minutes": 43.6, "complete": False}
+    results = {"args": {"rmc": {"workdir": "bench/checkpoints/six", "budget_minutes": 240.0}}, "rmc": run}
+    monkeypatch.setattr(report, "ROOT", tmp_path)
+    assert report._not_finished(results, run) == "stopped at 44 of 240 min"
+    (tmp_path / "bench/checkpoints/six/rmc").mkdir(parents=True)
+    assert report._not_finished(results, run) == "under way at 44 min"
