@@ -314,7 +314,7 @@ def _not_finished(results, run):
     command continues it), else 'stopped at M of B min' (it was stopped on purpose and will not go on)."""
     name = next(key for key, value in results.items() if value is run)
     arguments = results["args"][name]
-    if arguments.get("workdir") and (ROOT / arguments["workdir"] / name).is_dir():
+    if "workdir" in arguments and (ROOT / _run_workdir(arguments, name)).is_dir():
         return f"under way at {run['minutes']:.0f} min"
     return f"stopped at {run['minutes']:.0f} of {arguments['budget_minutes']:.0f} min"
 
@@ -627,6 +627,11 @@ def _check_checkpoints(names):
     return errors
 
 
+def _run_workdir(arguments, run):
+    """Where run `run` of a bench of several models resumes from: `--workdir W` keeps each run in `W/<run>`."""
+    return pathlib.PurePosixPath(str(arguments["workdir"])) / run
+
+
 def _workdirs(results):
     """(folder under bench/checkpoints, finished) for each run of a results file that resumes from one: the
     file's own `args.workdir`, or `args.<run>.workdir`/<run> for a bench of several models."""
@@ -635,7 +640,7 @@ def _workdirs(results):
     if "workdir" in arguments:
         workdirs = [(pathlib.PurePosixPath(str(arguments["workdir"])), results.get("complete", False))]
     else:
-        workdirs = [(pathlib.PurePosixPath(str(a["workdir"])) / run, results.get(run, {}).get("complete", False))
+        workdirs = [(_run_workdir(a, run), results.get(run, {}).get("complete", False))
                     for run, a in arguments.items() if isinstance(a, dict) and "workdir" in a]
     return [(str(w.relative_to(checkpoints)), complete) for w, complete in workdirs
             if w.is_relative_to(checkpoints) and w != checkpoints]
