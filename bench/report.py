@@ -139,30 +139,82 @@ def commands(entry, results):
 
 QUOTE = re.compile(r"\{\{([^}:]+)(?::([^}]*))?\}\}")
 NUMBER = re.compile(r"[0-9][0-9_]*(\.[0-9]*)?([eE][+-]?[0-9]+)?")
+SLICE = re.compile(r"(-?[0-9]+)\.\.(-?[0-9]+)")
+KEY = re.compile(r"-?[0-9]+\.\.-?[0-9]+|[^.]+")
+OTHER_FILE = re.compile(r"([\w.-]+\.json)/(.+)")
+# What a note says of the values a slice gives, each formatted with what follows it in the format.
+AGGREGATE = re.compile(r"(min|max|mean|range|len|count(?:>=|<=|==|>|<)-?[0-9.]+)(?: (.*))?")
+COMPARE = {">=": float.__ge__, "<=": float.__le__, "==": float.__eq__, ">": float.__gt__, "<": float.__lt__}
 
 
-def quote(note, results, where="note"):
+def quote(note, results, where="note", load=None):
     """`note` with each `{{path:format}}` replaced by the value at `path` in `results`, formatted.
 
     A path is keys joined by dots (a list takes an index, -1 the last): `{{rmc.perplexity:.1f}}`,
     `{{rmc.curve.-1.minutes:.0f}}`. A ratio ` / ` of two paths, or of a path and a number, quotes
     what a note would otherwise work out by hand: `{{rmc.accuracy / lstm.accuracy:.2f}}` times,
-    `{{lstm.examples / 1e6:.1f}}` million. A path that leads nowhere is an error naming `where`, so a
-    note cannot quote a number its results file does not hold.
+    `{{lstm.examples / 1e6:.1f}}` million. A slice `A..B` of a list (both ends included, negative
+    from the end) takes the rest of the path from each item, and the format then says what of those
+    values the note quotes: `{{curve.154..-1.task_errors.17.0:range .1f}}` (lowest-highest, "2.7-4.7"),
+    `min`, `max` and `mean` with a number format, `len` (how many), and `count>=19` (how many at
+    least 19; also `>`, `<=`, `<`, `==`). Keys joined by `|` take some items by name the same way:
+    `{{curve.-1.task_hops.2|3|16|19:range .1f}}`. A path may start in another results file, for a note that
+    sets its run beside another: `{{memo_babi_seed1.json/curve.-1.mean_error:.2f}}` (`load(name)` gives
+    that file's results). A path that leads nowhere is an error naming `where`, so a note cannot
+    quote a number its results file does not hold.
     """
     def lookup(match, path):
-        found = results
-        for key in path.strip().split("."):
+        def walk(found, keys, sliced):
+            for at, key in enumerate(keys):
+                ends = SLICE.fullmatch(key)
+                if ends and isinstance(found, list) and not sliced:
+                    first, last = (int(end) + len(found) if int(end) < 0 else int(end) for end in ends.groups())
+                    if not 0 <= first <= last < len(found):
+                        raise ValueError(f"{where}: {match.group(0)} slices {key!r} of a list of {len(found)}, "
+                                         "which holds no such items")
+                    return [walk(item, keys[at + 1:], True) for item in found[first:last + 1]]
+                if "|" in key and not sliced:
+                    return [walk(found, [one, *keys[at + 1:]], True) for one in key.split("|")]
+                try:
+                    found = found[int(key)] if isinstance(found, list) else found[key]
+                except (KeyError, IndexError, ValueError, TypeError):
+                    raise ValueError(f"{where}: {match.group(0)} quotes {path.strip()!r}, which the results "
+                                     f"do not hold (no {key!r})") from None
+            return found
+        path = path.strip()
+        elsewhere = OTHER_FILE.fullmatch(path)
+        if elsewhere:
             try:
-                found = found[int(key)] if isinstance(found, list) else found[key]
-            except (KeyError, IndexError, ValueError, TypeError):
-                raise ValueError(f"{where}: {match.group(0)} quotes {path.strip()!r}, which the results "
-                                 f"do not hold (no {key!r})") from None
-        return found
+                start = (load or _load)(elsewhere.group(1))
+            except FileNotFoundError:
+                raise ValueError(f"{where}: {match.group(0)} quotes {elsewhere.group(1)}, which is not in "
+                                 "bench/results") from None
+            path = elsewhere.group(2)
+        else:
+            start = results
+        # A slice's two dots do not split the path.
+        return walk(start, KEY.findall(path), False)
 
     def operand(match, text):
         # Digits only, so that a run named like a float ("inf", "nan") is still looked up.
         return float(text) if NUMBER.fullmatch(text.strip()) else lookup(match, text)
+
+    def aggregate(match, values, spec):
+        how = AGGREGATE.fullmatch(spec or "")
+        if not how:
+            raise ValueError(f"{where}: {match.group(0)} slices a list, so its format must say what of its "
+                             f"values to quote (min, max, mean, range, len or count>=N), not {spec or ''!r}")
+        name, number = how.group(1), how.group(2) or ""
+        if name == "len":
+            return str(len(values))
+        if name.startswith("count"):
+            operator, bound = re.fullmatch(r"count([<>=]+)(.*)", name).groups()
+            return str(sum(COMPARE[operator](float(value), float(bound)) for value in values))
+        if name == "range":
+            low, high = format(min(values), number), format(max(values), number)
+            return low if low == high else f"{low}-{high}"
+        found = {"min": min, "max": max, "mean": lambda v: sum(v) / len(v)}[name](values)
+        return format(found, number)
 
     def value(match):
         expression = match.group(1)
@@ -176,8 +228,12 @@ def quote(note, results, where="note"):
         else:
             found = lookup(match, expression)
         try:
+            if isinstance(found, list):
+                return aggregate(match, found, match.group(2))
             return format(found, match.group(2) or "")
         except (ValueError, TypeError) as error:
+            if str(error).startswith(where):
+                raise
             raise ValueError(f"{where}: {match.group(0)} cannot format {found!r}: {error}") from None
 
     return QUOTE.sub(value, note)

@@ -284,6 +284,49 @@ def test_a_note_quoting_with_a_format_its_value_does_not_take_is_an_error_naming
         report.quote("{{rmc.perplexity:,d}}", {"rmc": {"perplexity": 107.46}}, "the note of x.json")
 
 
+def test_a_note_quotes_what_a_slice_of_a_curve_holds():
+    curve = [{"round": 0, "errors": [4.0, 1.0], "solved": 17}, {"round": 1, "errors": [2.7, 0.0], "solved": 19},
+             {"round": 2, "errors": [4.66, 0.0], "solved": 18}, {"round": 3, "errors": [3.1, 0.0], "solved": 19}]
+    results = {"run": {"curve": curve}}
+    # rounds 1-3: errors 2.7, 4.66, 3.1 -> lowest 2.7, highest 4.66 (4.7 at .1f), mean 10.46 / 3 = 3.4866...
+    assert report.quote("{{run.curve.1..-1.errors.0:range .1f}}%", results) == "2.7-4.7%"
+    assert report.quote("{{run.curve.1..3.errors.0:mean .2f}}", results) == "3.49"
+    assert report.quote("{{run.curve.1..3.errors.0:min .1f}}-{{run.curve.1..3.errors.0:max}}", results) == "2.7-4.66"
+    # solved 19, 18, 19 in rounds 1-3: two rounds of three with at least 19; all four rounds under 20
+    assert report.quote("{{run.curve.1..3.solved:count>=19}} of {{run.curve.1..3.solved:len}}", results) == "2 of 3"
+    assert report.quote("{{run.curve.0..-1.solved:count<20}}", results) == "4"
+    # a range whose ends format alike is one number
+    assert report.quote("{{run.curve.1..3.errors.1:range .1f}}", results) == "0.0"
+    # items by name: the hops of tasks 2, 3 and 16 are 2.448, 4.803 and 3.948 -> 2.4-4.8
+    hops = {"run": {"hops": {"1": 1.0, "2": 2.448, "3": 4.803, "16": 3.948}}}
+    assert report.quote("{{run.hops.2|3|16:range .1f}}", hops) == "2.4-4.8"
+
+
+@pytest.mark.parametrize("expression,message", [
+    ("run.curve.0..4.solved:len", "slices '0..4' of a list of 4, which holds no such items"),
+    ("run.curve.2..1.solved:len", "slices '2..1' of a list of 4"),
+    ("run.curve.0..1.solved:.1f", "its format must say what of its values to quote"),
+    ("run.curve.0..1.solved", "its format must say what of its values to quote"),
+    ("run.curve.0..1.missing:len", "quotes 'run.curve.0..1.missing', which the results do not hold"),
+])
+def test_a_slice_that_leads_nowhere_or_is_not_summed_up_is_an_error_naming_the_note(expression, message):
+    results = {"run": {"curve": [{"solved": 17}, {"solved": 19}, {"solved": 18}, {"solved": 19}]}}
+    with pytest.raises(ValueError, match=r"the note of x\.json: .*" + re.escape(message)):
+        report.quote("{{" + expression + "}}", results, "the note of x.json")
+
+
+def test_a_note_quotes_another_results_file_by_name():
+    files = {"other.json": {"run": {"curve": [{"error": 5.04}, {"error": 6.96}]}}}
+    note = "{{run.error:.1f}}% against {{other.json/run.curve.0..1.error:range .1f}}% there"
+    assert report.quote(note, {"run": {"error": 3.6}}, load=files.__getitem__) == "3.6% against 5.0-7.0% there"
+
+    def missing(name):
+        raise FileNotFoundError(name)
+    with pytest.raises(ValueError, match=r"the note of x\.json: \{\{gone\.json/run\.error\}\} quotes gone\.json, "
+                                         r"which is not in bench/results"):
+        report.quote("{{gone.json/run.error}}", {}, "the note of x.json", load=missing)
+
+
 def test_a_run_short_of_its_budget_is_under_way_only_while_its_workdir_is_committed(tmp_path, monkeypatch):
     # CONTRIBUTING: an unfinished run's workdir is committed so that a rerun of its command continues it
     run = {"minutes": 43.6, "complete": False}
