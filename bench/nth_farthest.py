@@ -204,8 +204,8 @@ def left_the_guess(run, guess):
 def accuracy_after(run, examples):
     """Run `run`'s test accuracy at the end of the round that brought it to `examples` training examples,
     or None if it has not trained so many."""
-    reached = [row for index, row in enumerate(run["curve"]) if examples_after(run, index + 1) >= examples]
-    return reached[0]["test_accuracy"] if reached else None
+    return next((row["test_accuracy"] for index, row in enumerate(run["curve"])
+                 if examples_after(run, index + 1) >= examples), None)
 
 
 def markdown(results):

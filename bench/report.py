@@ -14,12 +14,14 @@ typed once, in its JSON. A note quotes one with `{{run.key:format}}` (see `quote
 import argparse
 import contextlib
 import dataclasses
+import functools
 import importlib
 import io
 import json
 import pathlib
 import re
 import sys
+import types
 
 import tomllib
 
@@ -341,13 +343,19 @@ def _asked(run):
 NOT_THE_RECIPE = {"name", "seed", "budget_minutes", "workdir"}
 
 
+@functools.cache
+def _defaults(bench):
+    """The arguments `bench`'s command line gives when no flag is passed (parsed once per bench)."""
+    return types.MappingProxyType(_parses(importlib.import_module(f"bench.{bench}").parse_args, []))
+
+
 def _seeds_of_recipe(results, name, bench):
     """The runs in `results` with run `name`'s recipe (its arguments but for `NOT_THE_RECIPE`), by seed.
 
     An argument a run does not record (one `bench` gained after the run) has its default value. Of two
     runs of one seed (one continued from the other's checkpoint under a longer budget) the longer counts.
     """
-    defaults = _parses(importlib.import_module(f"bench.{bench}").parse_args, [])
+    defaults = _defaults(bench)
     ignored = NOT_THE_RECIPE | not_in_command(bench)
 
     def recipe(run):
