@@ -160,22 +160,26 @@ def quote(note, results, where="note", load=None):
     values the note quotes: `{{curve.154..-1.task_errors.17.0:range .1f}}` (lowest-highest, "2.7-4.7"),
     `min`, `max` and `mean` with a number format, `len` (how many), and `count>=19` (how many at
     least 19; also `>`, `<=`, `<`, `==`). Keys joined by `|` take some items by name the same way:
-    `{{curve.-1.task_hops.2|3|16|19:range .1f}}`. A path may start in another results file, for a note that
-    sets its run beside another: `{{memo_babi_seed1.json/curve.-1.mean_error:.2f}}` (`load(name)` gives
-    that file's results). A path that leads nowhere is an error naming `where`, so a note cannot
-    quote a number its results file does not hold.
+    `{{curve.-1.task_hops.2|3|16|19:range .1f}}`; a quote sums up one slice or one set. A path may
+    start in another results file, for a note that sets its run beside another:
+    `{{memo_babi_seed1.json/curve.-1.mean_error:.2f}}` (`load(name)` gives that file's results). A
+    path that leads nowhere is an error naming `where`, so a note cannot quote a number its results
+    file does not hold.
     """
     def lookup(match, path):
         def walk(found, keys, sliced):
             for at, key in enumerate(keys):
                 ends = SLICE.fullmatch(key)
-                if ends and isinstance(found, list) and not sliced:
+                if (ends or "|" in key) and sliced:
+                    raise ValueError(f"{where}: {match.group(0)} takes items of items ({key!r}): a quote sums up "
+                                     "one slice or one set of keys")
+                if ends and isinstance(found, list):
                     first, last = (int(end) + len(found) if int(end) < 0 else int(end) for end in ends.groups())
                     if not 0 <= first <= last < len(found):
                         raise ValueError(f"{where}: {match.group(0)} slices {key!r} of a list of {len(found)}, "
                                          "which holds no such items")
                     return [walk(item, keys[at + 1:], True) for item in found[first:last + 1]]
-                if "|" in key and not sliced:
+                if "|" in key:
                     return [walk(found, [one, *keys[at + 1:]], True) for one in key.split("|")]
                 try:
                     found = found[int(key)] if isinstance(found, list) else found[key]
@@ -201,11 +205,7 @@ def quote(note, results, where="note", load=None):
         # Digits only, so that a run named like a float ("inf", "nan") is still looked up.
         return float(text) if NUMBER.fullmatch(text.strip()) else lookup(match, text)
 
-    def aggregate(match, values, spec):
-        how = AGGREGATE.fullmatch(spec or "")
-        if not how:
-            raise ValueError(f"{where}: {match.group(0)} slices a list, so its format must say what of its "
-                             f"values to quote (min, max, mean, range, len or count>=N), not {spec or ''!r}")
+    def aggregate(values, how):
         name, number = how.group(1), how.group(2) or ""
         if name == "len":
             return str(len(values))
@@ -229,13 +229,14 @@ def quote(note, results, where="note", load=None):
                                  f"{denominator!r}: {error}") from None
         else:
             found = lookup(match, expression)
+        spec = match.group(2) or ""
+        how = AGGREGATE.fullmatch(spec) if isinstance(found, list) else None
+        if isinstance(found, list) and not how:
+            raise ValueError(f"{where}: {match.group(0)} slices a list, so its format must say what of its "
+                             f"values to quote (min, max, mean, range, len or count>=N), not {spec!r}")
         try:
-            if isinstance(found, list):
-                return aggregate(match, found, match.group(2))
-            return format(found, match.group(2) or "")
+            return aggregate(found, how) if how else format(found, spec)
         except (ValueError, TypeError) as error:
-            if str(error).startswith(where):
-                raise
             raise ValueError(f"{where}: {match.group(0)} cannot format {found!r}: {error}") from None
 
     return QUOTE.sub(value, note)

@@ -308,9 +308,12 @@ def test_a_note_quotes_what_a_slice_of_a_curve_holds():
     ("run.curve.0..1.solved:.1f", "its format must say what of its values to quote"),
     ("run.curve.0..1.solved", "its format must say what of its values to quote"),
     ("run.curve.0..1.missing:len", "quotes 'run.curve.0..1.missing', which the results do not hold"),
+    ("run.curve.0..1.solved:range ,s", "cannot format [17, 19]"),
+    ("run.curve.0..1.errors.0|1:len", "takes items of items ('0|1'): a quote sums up one slice or one set of keys"),
 ])
 def test_a_slice_that_leads_nowhere_or_is_not_summed_up_is_an_error_naming_the_note(expression, message):
-    results = {"run": {"curve": [{"solved": 17}, {"solved": 19}, {"solved": 18}, {"solved": 19}]}}
+    results = {"run": {"curve": [{"solved": 17, "errors": [1.0, 0.0]}, {"solved": 19, "errors": [2.0, 0.0]},
+                                 {"solved": 18}, {"solved": 19}]}}
     with pytest.raises(ValueError, match=r"the note of x\.json: .*" + re.escape(message)):
         report.quote("{{" + expression + "}}", results, "the note of x.json")
 
