@@ -145,7 +145,7 @@ SLICE = re.compile(r"(-?[0-9]+)\.\.(-?[0-9]+)")
 KEY = re.compile(r"-?[0-9]+\.\.-?[0-9]+|[^.]+")
 OTHER_FILE = re.compile(r"([\w.-]+\.json)/(.+)")
 # What a note says of the values a slice gives, each formatted with what follows it in the format.
-AGGREGATE = re.compile(r"(min|max|mean|range|len|count(?:>=|<=|==|>|<)-?[0-9.]+)(?: (.*))?")
+AGGREGATE = re.compile(r"(min|max|mean|range|len|count(>=|<=|==|>|<)(-?[0-9.]+))(?: (.*))?")
 COMPARE = {">=": float.__ge__, "<=": float.__le__, "==": float.__eq__, ">": float.__gt__, "<": float.__lt__}
 
 
@@ -206,11 +206,10 @@ def quote(note, results, where="note", load=None):
         return float(text) if NUMBER.fullmatch(text.strip()) else lookup(match, text)
 
     def aggregate(values, how):
-        name, number = how.group(1), how.group(2) or ""
+        name, operator, bound, number = how.group(1), how.group(2), how.group(3), how.group(4) or ""
         if name == "len":
             return str(len(values))
-        if name.startswith("count"):
-            operator, bound = re.fullmatch(r"count([<>=]+)(.*)", name).groups()
+        if operator:
             return str(sum(COMPARE[operator](float(value), float(bound)) for value in values))
         if name == "range":
             low, high = format(min(values), number), format(max(values), number)
@@ -229,11 +228,12 @@ def quote(note, results, where="note", load=None):
                                  f"{denominator!r}: {error}") from None
         else:
             found = lookup(match, expression)
-        spec = match.group(2) or ""
-        how = AGGREGATE.fullmatch(spec) if isinstance(found, list) else None
-        if isinstance(found, list) and not how:
-            raise ValueError(f"{where}: {match.group(0)} slices a list, so its format must say what of its "
-                             f"values to quote (min, max, mean, range, len or count>=N), not {spec!r}")
+        spec, how = match.group(2) or "", None
+        if isinstance(found, list):
+            how = AGGREGATE.fullmatch(spec)
+            if not how:
+                raise ValueError(f"{where}: {match.group(0)} slices a list, so its format must say what of its "
+                                 f"values to quote (min, max, mean, range, len or count>=N), not {spec!r}")
         try:
             return aggregate(found, how) if how else format(found, spec)
         except (ValueError, TypeError) as error:
