@@ -28,6 +28,7 @@ import grpc
 import numpy as np
 import tensorflow as tf
 from google.protobuf import json_format
+from keras_relmem.serving import tensors
 from tensorflow_serving.apis import (
     get_model_metadata_pb2,
     get_model_status_pb2,
@@ -74,10 +75,10 @@ class ServingClient:
         if version is not None:
             request.model_spec.version.value = int(version)
         for alias, value in inputs.items():
-            request.inputs[alias].CopyFrom(tf.make_tensor_proto(value))
+            request.inputs[alias].CopyFrom(tensors.to_proto(value))
         request.output_filter.extend(output_filter)
         response = self.prediction.Predict(request, timeout=self.timeout)
-        outputs = {alias: tf.make_ndarray(proto) for alias, proto in response.outputs.items()}
+        outputs = {alias: tensors.to_array(proto) for alias, proto in response.outputs.items()}
         return (outputs, response.model_spec.version.value) if return_version else outputs
 
     @staticmethod
@@ -91,14 +92,15 @@ class ServingClient:
         """Ask a bAbI model: `story` a list of sentences, `question` a string -> [(answer, p)]."""
         outputs = self.predict(
             model, {"story": np.array([story], dtype=object), "question": np.array([question], dtype=object)},
-            signature="answer", version=version,
+            signature="answer", version=version, output_filter=("top_answers", "top_probabilities"),
         )
         return self._pairs(outputs, "top_answers")[0]
 
     def next_words(self, model, prefix, version=None):
         """Ask a language model for the words after `prefix` -> [(word, p)]."""
         outputs = self.predict(
-            model, {"prefix": np.array([prefix], dtype=object)}, signature="next_word", version=version
+            model, {"prefix": np.array([prefix], dtype=object)}, signature="next_word", version=version,
+            output_filter=("top_words", "top_probabilities"),
         )
         return self._pairs(outputs, "top_words")[0]
 

@@ -9,7 +9,6 @@ import logging
 
 import grpc
 import numpy as np
-import tensorflow as tf
 from tensorflow_serving.apis import (
     classification_pb2,
     get_model_metadata_pb2,
@@ -20,6 +19,7 @@ from tensorflow_serving.apis import (
     regression_pb2,
 )
 
+from keras_relmem.serving import tensors
 from keras_relmem.serving.errors import ServingError, invalid
 from keras_relmem.serving.metrics import RequestRecord
 from keras_relmem.serving.servable import CLASSIFY_METHOD, REGRESS_METHOD
@@ -72,7 +72,7 @@ def _guarded(api):
 
 def _to_array(name, proto):
     try:
-        return tf.make_ndarray(proto)
+        return tensors.to_array(proto)
     except Exception as error:
         raise invalid(f"input {name}: cannot read the TensorProto ({error})") from error
 
@@ -111,7 +111,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         response = predict_pb2.PredictResponse()
         _fill_spec(response.model_spec, servable, key)
         for alias, value in outputs.items():
-            response.outputs[alias].CopyFrom(tf.make_tensor_proto(value))
+            response.outputs[alias].CopyFrom(tensors.to_proto(value))
         return response
 
     @_guarded("metadata")

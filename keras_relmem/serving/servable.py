@@ -12,6 +12,7 @@ import tensorflow as tf
 from google.protobuf import message, text_format
 from tensorflow.core.protobuf import saved_model_pb2
 
+from keras_relmem.serving import tensors
 from keras_relmem.serving.errors import ServingError, invalid
 
 WARMUP_FILE = ("assets.extra", "tf_serving_warmup_requests")
@@ -156,7 +157,7 @@ class Servable:
         if kind == "predict_log":
             request = log.predict_log.request
             key, _ = self.signature(request.model_spec.signature_name)
-            inputs = {alias: tf.make_ndarray(proto) for alias, proto in request.inputs.items()}
+            inputs = {alias: tensors.to_array(proto) for alias, proto in request.inputs.items()}
             self.call(key, self.check_inputs(key, inputs), tuple(request.output_filter))
         elif kind in ("classify_log", "regress_log"):
             request = getattr(log, kind).request
