@@ -211,12 +211,15 @@ def _lm_warmup(vocab, name):
     words = vocab.tokens[:4]
     ids = np.array([[vocab.token_id(w) for w in words]], dtype="int32")
     prefix = " ".join(w for w in words if w != EOS)
-    return [
-        _predict_log(name, "serving_default", {"ids": ids}),
-        _predict_log(name, "serving_default", {"ids": np.concatenate([ids, ids])}),
-        _predict_log(name, "next_word", {"prefix": np.array([prefix], dtype=object)}),
-        _predict_log(name, "next_word", {"prefix": np.array([prefix, ""], dtype=object)}),
-    ]
+    logs = []
+    for on_ids, on_text in (("serving_default", "next_word"), ("distribution", "next_word_distribution")):
+        logs += [
+            _predict_log(name, on_ids, {"ids": ids}),
+            _predict_log(name, on_ids, {"ids": np.concatenate([ids, ids])}),
+            _predict_log(name, on_text, {"prefix": np.array([prefix], dtype=object)}),
+            _predict_log(name, on_text, {"prefix": np.array([prefix, ""], dtype=object)}),
+        ]
+    return logs
 
 
 def _write_atomically(archive, path, warmup=None):
@@ -227,11 +230,26 @@ def _write_atomically(archive, path, warmup=None):
         archive.write_out(str(tmp), verbose=False)
         if warmup:
             write_warmup_requests(tmp, warmup)
+        _readable_by_all(tmp)
         tmp.rename(path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def _readable_by_all(root):
+    """Folders 0755 and files 0644 under `root`.
+
+    `tempfile.mkdtemp` makes the version folder 0700, which a server running
+    as another user (the official `tensorflow/serving` image, a service
+    account) cannot read; a version is immutable once written, so nobody needs
+    to write it.
+    """
+    root = pathlib.Path(root)
+    root.chmod(0o755)
+    for item in root.rglob("*"):
+        item.chmod(0o755 if item.is_dir() else 0o644)
 
 
 def export_babi(model, data, base_dir, name="babi", version=None, top_k=3):
@@ -336,12 +354,18 @@ def export_lm(model, vocab, base_dir, name="lm", version=None, top_k=5):
 
     - `serving_default(ids int32 (b, t))` returns `top_words (b, top_k)`
       strings and `top_probabilities (b, top_k)` for the word after the
-      prefix, and `probabilities (b, vocab)`.
+      prefix.
     - `next_word(prefix string (b,))` takes text: split on whitespace (the
       corpora are pre-tokenised), words looked up in the graph (unknown ones
       become `<unk>`), read as the start of a line, i.e. after `<eos>`, so an
       empty prefix asks for the first word of a line. Prefixes of different
       lengths can share a batch. Same outputs.
+    - `distribution(ids)` and `next_word_distribution(prefix)`: the same
+      inputs, and `probabilities (b, vocab)` (the whole next-word
+      distribution) beside the top words. A response of the default
+      signatures stays small (a 10,000-word vocabulary's distribution is
+      40 KB a row), and a client that wants the distribution names it, in
+      any server: stock TF Serving returns every output of a signature.
 
     The vocabulary is the asset `vocab.txt`.
 
@@ -381,12 +405,12 @@ def export_lm(model, vocab, base_dir, name="lm", version=None, top_k=5):
         archive.track(ids_of)
         eos_id = vocab.token_id(EOS)
 
-        def serve(ids):
+        def distribution(ids):
             ids = _checked_ids(ids, len(vocab), "ids")
             logits = model(ids, training=False)[:, -1, :]
             return _top_k_outputs(logits, words, top_k, "top_words")
 
-        def next_word(prefix):
+        def next_word_distribution(prefix):
             ids = _word_ids(tf.strings.split(prefix), ids_of)
             start = tf.fill([tf.shape(prefix)[0], 1], eos_id)
             ids = tf.concat([tf.RaggedTensor.from_tensor(start), ids], axis=1)
@@ -396,10 +420,16 @@ def export_lm(model, vocab, base_dir, name="lm", version=None, top_k=5):
             last = tf.gather(logits, ids.row_lengths() - 1, axis=1, batch_dims=1)
             return _top_k_outputs(last, words, top_k, "top_words")
 
-        archive.add_endpoint(
-            "serving_default", serve, input_signature=[tf.TensorSpec((None, None), tf.int32, "ids")]
-        )
-        archive.add_endpoint(
-            "next_word", next_word, input_signature=[tf.TensorSpec((None,), tf.string, "prefix")]
-        )
+        def top_only(function):
+            def serve(inputs):
+                outputs = function(inputs)
+                return {key: outputs[key] for key in ("top_words", "top_probabilities")}
+            return serve
+
+        ids_spec = [tf.TensorSpec((None, None), tf.int32, "ids")]
+        prefix_spec = [tf.TensorSpec((None,), tf.string, "prefix")]
+        archive.add_endpoint("serving_default", top_only(distribution), input_signature=ids_spec)
+        archive.add_endpoint("next_word", top_only(next_word_distribution), input_signature=prefix_spec)
+        archive.add_endpoint("distribution", distribution, input_signature=ids_spec)
+        archive.add_endpoint("next_word_distribution", next_word_distribution, input_signature=prefix_spec)
         return _write_atomically(archive, path, _warmup_logs_or_none(lambda: _lm_warmup(vocab, name)))

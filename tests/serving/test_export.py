@@ -53,12 +53,38 @@ def test_next_word_reads_each_prefix_after_eos(exports):
     loaded = tf.saved_model.load(str(exports.base / "lm" / "1"))
     vocab = exports.lm_vocab
     prefixes = ["the company said", "", "its stock zzzunknown", "a"]
-    text = loaded.signatures["next_word"](prefix=tf.constant(prefixes))
+    text = loaded.signatures["next_word_distribution"](prefix=tf.constant(prefixes))
+    top = loaded.signatures["next_word"](prefix=tf.constant(prefixes))
     assert text["top_words"].shape == (4, 3)
+    np.testing.assert_array_equal(top["top_words"].numpy(), text["top_words"].numpy())
     for row, prefix in enumerate(prefixes):
         ids = [vocab.token_id("<eos>")] + vocab.lookup(prefix.split())
-        alone = loaded.signatures["serving_default"](ids=tf.constant([ids], tf.int32))
+        alone = loaded.signatures["distribution"](ids=tf.constant([ids], tf.int32))
         np.testing.assert_allclose(text["probabilities"].numpy()[row], alone["probabilities"].numpy()[0], rtol=1e-5)
+
+
+def test_lm_default_signatures_answer_the_top_words_only(exports):
+    """A default LM response is small; the full distribution has signatures of its own."""
+    loaded = tf.saved_model.load(str(exports.base / "lm" / "1"))
+    ids = tf.constant([[1, 2, 3]], tf.int32)
+    default = loaded.signatures["serving_default"](ids=ids)
+    assert sorted(default) == ["top_probabilities", "top_words"]
+    assert sorted(loaded.signatures["next_word"](prefix=tf.constant(["the"]))) == ["top_probabilities", "top_words"]
+    full = loaded.signatures["distribution"](ids=ids)
+    probabilities = full["probabilities"].numpy()
+    assert probabilities.shape == (1, len(exports.lm_vocab))
+    # The top words are the distribution's largest entries, in order.
+    best = np.argsort(-probabilities[0])[:3]
+    np.testing.assert_allclose(default["top_probabilities"].numpy()[0], probabilities[0, best], rtol=1e-6)
+    np.testing.assert_array_equal(default["top_words"].numpy()[0],
+                                  [exports.lm_vocab.tokens[i].encode() for i in best])
+
+
+def test_exported_versions_are_readable_by_other_users(exports):
+    version = exports.base / "lm" / "1"
+    modes = {path: path.stat().st_mode & 0o777 for path in [version, *version.rglob("*")]}
+    assert modes[version] == 0o755
+    assert all(mode == (0o755 if path.is_dir() else 0o644) for path, mode in modes.items()), modes
 
 
 BLOCKED = """

@@ -49,7 +49,7 @@ def test_lm_tiny_run_reports_perplexity_and_exports(model, sizes, tmp_path, caps
 import sys
 sys.modules["keras_relmem"] = None
 import tensorflow as tf
-serve = tf.saved_model.load(r"{results['export']}").signatures["serving_default"]
+serve = tf.saved_model.load(r"{results['export']}").signatures["distribution"]
 out = serve(ids=tf.constant([[5, 6, 7]], tf.int32))
 p = out["probabilities"].numpy()
 assert abs(p.sum() - 1) < 1e-4 and p.shape == (1, 10000), p.shape
