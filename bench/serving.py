@@ -1,6 +1,7 @@
 """What the serving benches share: an exported bAbI EntNet and our server started in its own process."""
 
 import contextlib
+import os
 import pathlib
 import queue
 import subprocess
@@ -26,7 +27,7 @@ def export_babi_entnet(base, name="babi"):
     return data, export.export_babi(model, data, base, name=name)
 
 
-def start_server(flags, log_path=None, python_options=(), timeout=600.0):
+def start_server(flags, log_path=None, python_options=(), timeout=600.0, script=None):
     """Start `serving/server.py --port 0 FLAGS...`; returns `(process, ports)` once it prints its ports.
 
     Args:
@@ -36,6 +37,8 @@ def start_server(flags, log_path=None, python_options=(), timeout=600.0):
         python_options: interpreter options before the script, e.g. `("-X", "faulthandler")` so that
             SIGABRT prints every thread's stack into the log.
         timeout: seconds to wait for the ports; a server still silent then is killed and reported.
+        script: the server script to run (default this checkout's `serving/server.py`); another
+            checkout's, to measure an old server beside the new one in one run.
 
     `ports` maps "grpc" and "rest" to the port numbers (0 for REST when it is off).
 
@@ -45,8 +48,8 @@ def start_server(flags, log_path=None, python_options=(), timeout=600.0):
     # The file closes here once the child holds its own copy of it.
     with open(log_path, "w") if log_path is not None else contextlib.nullcontext(subprocess.DEVNULL) as log:
         process = subprocess.Popen(
-            [sys.executable, *python_options, str(REPO / "serving" / "server.py"), "--port", "0", *flags],
-            stdout=subprocess.PIPE, stderr=log, text=True)
+            [sys.executable, *python_options, str(script or REPO / "serving" / "server.py"), "--port", "0", *flags],
+            stdout=subprocess.PIPE, stderr=log, text=True, env=_env_for(script))
     # A reader thread, so that a server that hangs before printing cannot hang us; it goes on draining
     # stdout after the ports line, so the pipe never fills.
     lines = queue.Queue()
@@ -67,6 +70,14 @@ def start_server(flags, log_path=None, python_options=(), timeout=600.0):
     process.wait()
     tail = pathlib.Path(log_path).read_text()[-2000:] if log_path is not None else "(its log was not kept)"
     raise RuntimeError(f"{problem}; its log ends:\n{tail}")
+
+
+def _env_for(script):
+    """The server's environment: another checkout's script imports that checkout's package, not ours."""
+    if script is None:
+        return None
+    root = pathlib.Path(script).resolve().parents[1]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
 
 
 def _drain(stream, lines):

@@ -1,17 +1,30 @@
-"""Serving latency and throughput: our server (gRPC), with and without batching, vs in-process calls.
+"""Serving latency and throughput: our server (gRPC and REST), with and without batching, vs in-process calls.
 
 Exports a bAbI EntNet model (task 1 sizes; weights do not change the cost),
-starts `serving/server.py` in its own process, and for 1 and 32 concurrent
-clients sends single-question `answer` requests (text in, top-3 answers out)
-for a fixed time. Prints p50/p99 latency (ms) and requests/s per setting.
+starts `serving/server.py` in its own process, and measures, in one run:
 
-    KERAS_RELMEM_DATA=../shared/data python -m bench.serving_latency --seconds 10
+1. sequential batch-1 `answer` requests (text in, top answers out), p50:
+   the in-process signature call, gRPC, and REST on a keep-alive connection;
+2. for 1, 8 and 32 concurrent clients (threads of this process, each with
+   its own channel), requests/s and p50/p99 latency without and with
+   `--enable_batching`, once with TensorFlow's default thread pools and once
+   with one intra-op and one inter-op thread (`--tensorflow_*_parallelism 1`);
+   the same server flags on both sides of each comparison;
+3. optionally (`--baseline-script`), the same sequential and 32-client
+   figures for another server script, e.g. an older checkout's
+   `serving/server.py`, so a speed-up is old vs new in one run.
+
+Prints a table and writes `bench/results/serving_latency.json`:
+
+    KERAS_RELMEM_DATA=../shared/data python -m bench.serving_latency --seconds 8
 
 On CPU the clients share the machine's cores with the server, as they would
 on a single serving host.
 """
 
 import argparse
+import http.client
+import json
 import os
 import pathlib
 import signal
@@ -25,13 +38,23 @@ from bench.serving import export_babi_entnet, start_server
 
 STORY = ["Mary went to the kitchen.", "John moved to the garden.", "Mary travelled to the office.",
          "Sandra journeyed to the hallway.", "John went back to the bedroom."]
+QUESTION = "Where is Mary?"
+THREADS = {"tensorflow_default": [], "one_thread_each": ["--tensorflow_intra_op_parallelism", "1",
+                                                         "--tensorflow_inter_op_parallelism", "1"]}
 
 
-def measure(call, clients, seconds):
-    """Latencies (s) of `call()` from `clients` threads for `seconds`, and the requests/s."""
+def measure(make_call, clients, seconds):
+    """Latencies (s) of calls from `clients` threads for `seconds`, and the requests/s.
+
+    `make_call()` is run once per thread and returns that thread's `call()`
+    (each client its own connection, as separate client programs would have).
+    """
     latencies, lock, stop = [], threading.Lock(), threading.Event()
+    calls = [make_call() for _ in range(clients)]
+    for call in calls:  # warm-up (tracing, connections)
+        call()
 
-    def worker():
+    def worker(call):
         mine = []
         while not stop.is_set():
             start = time.perf_counter()
@@ -40,9 +63,7 @@ def measure(call, clients, seconds):
         with lock:
             latencies.extend(mine)
 
-    for _ in range(3):  # warm-up (tracing, connections)
-        call()
-    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    threads = [threading.Thread(target=worker, args=(call,)) for call in calls]
     began = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -54,50 +75,193 @@ def measure(call, clients, seconds):
     return np.array(latencies), len(latencies) / elapsed
 
 
-def server_flags(base, batching):
-    flags = ["--model_name", "babi", "--model_base_path", str(base / "babi")]
+def sequential_p50(call, count=300):
+    """p50 ms of `count` back-to-back calls (after 20 unmeasured ones)."""
+    for _ in range(20):
+        call()
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - started)
+    return float(np.percentile(times, 50) * 1e3)
+
+
+def grpc_call(port):
+    from keras_relmem.serving.client import ServingClient
+
+    client = ServingClient(f"127.0.0.1:{port}")
+    return lambda: client.answer("babi", STORY, QUESTION)
+
+
+def rest_call(port):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    body = json.dumps({"signature_name": "answer", "instances": [{"story": STORY, "question": QUESTION}]})
+
+    def call():
+        connection.request("POST", "/v1/models/babi:predict", body=body, headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        response.read()
+        if response.status != 200:
+            raise RuntimeError(f"REST answered {response.status}")
+    return call
+
+
+def server_flags(base, batching, threads):
+    flags = ["--model_name", "babi", "--model_base_path", str(base / "babi"), *THREADS[threads]]
     if batching:
         flags += ["--enable_batching", "--max_batch_size", "32", "--batch_timeout_micros", "2000",
                   "--grpc_max_threads", "64"]
     return flags
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=10.0, help="measuring time per setting")
-    parser.add_argument("--clients", type=int, nargs="+", default=[1, 32])
-    args = parser.parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+def stats(latencies, rate):
+    p50, p99 = np.percentile(latencies, [50, 99]) * 1000
+    return {"rps": float(rate), "p50_ms": float(p50), "p99_ms": float(p99), "requests": len(latencies)}
+
+
+def run(args):
     import tensorflow as tf
 
-    from keras_relmem.serving.client import ServingClient
-
-    rows = []
+    result = {"arguments": vars(args), "model": "bAbI EntNet, task 1 sizes, `answer` signature (text in)"}
     with tempfile.TemporaryDirectory() as tmp:
         base = pathlib.Path(tmp)
-        _, path = export_babi_entnet(base)
-        answer = tf.saved_model.load(str(path)).signatures["answer"]
-        story, question = tf.constant([STORY]), tf.constant(["Where is Mary?"])
-        for clients in args.clients:
-            latencies, rate = measure(lambda: answer(story=story, question=question), clients, args.seconds)
-            rows.append(("in-process", clients, latencies, rate))
-        for batching in (False, True):
-            process, ports = start_server(server_flags(base, batching))
-            port = ports["grpc"]
-            try:
-                client = ServingClient(f"127.0.0.1:{port}")
-                for clients in args.clients:
-                    latencies, rate = measure(
-                        lambda client=client: client.answer("babi", STORY, "Where is Mary?"), clients, args.seconds)
-                    rows.append(("server, batching" if batching else "server", clients, latencies, rate))
-                client.close()
-            finally:
-                process.send_signal(signal.SIGTERM)
-                process.wait(timeout=60)
-    print(f"{'setting':<20} {'clients':>7} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8}")
-    for name, clients, latencies, rate in rows:
-        p50, p99 = np.percentile(latencies, [50, 99]) * 1000
-        print(f"{name:<20} {clients:>7} {p50:>8.2f} {p99:>8.2f} {rate:>8.1f}")
+        export_babi_entnet(base)
+        answer = tf.saved_model.load(str(base / "babi" / "1")).signatures["answer"]
+
+        def in_process():
+            # As a caller in the server's place would: arrays in, tensors built, the signature called.
+            story, question = tf.constant([STORY]), tf.constant([QUESTION])
+            return lambda: answer(story=story, question=question)
+
+        # 1. Sequential batch-1, our server and in-process alternating in one stretch.
+        process, ports = start_server(_with_rest(server_flags(base, False, "tensorflow_default")))
+        try:
+            seq = {"in_process": [], "grpc": [], "rest_keep_alive": []}
+            calls = {"in_process": in_process(), "grpc": grpc_call(ports["grpc"]),
+                     "rest_keep_alive": rest_call(ports["rest"])}
+            for _ in range(args.repeats):
+                for name, call in calls.items():
+                    seq[name].append(sequential_p50(call))
+        finally:
+            _stop(process)
+        result["sequential_p50_ms_runs"] = seq
+        result["sequential_p50_ms"] = {name: float(np.median(v)) for name, v in seq.items()}
+        p50 = result["sequential_p50_ms"]
+        result["grpc_over_in_process"] = p50["grpc"] / p50["in_process"]
+        result["rest_over_in_process"] = p50["rest_keep_alive"] / p50["in_process"]
+
+        # 2. Throughput with and without batching, per thread setting.
+        for threads in THREADS:
+            table = {str(c): {} for c in args.clients}
+            for clients in args.clients:
+                latencies, rate = measure(in_process, clients, args.seconds)
+                table[str(clients)]["in_process"] = stats(latencies, rate)
+            for batching in (False, True):
+                process, ports = start_server(server_flags(base, batching, threads))
+                try:
+                    for clients in args.clients:
+                        latencies, rate = measure(lambda p=ports["grpc"]: grpc_call(p), clients, args.seconds)
+                        table[str(clients)]["batched" if batching else "unbatched"] = stats(latencies, rate)
+                finally:
+                    _stop(process)
+            result[f"clients_{threads}"] = {
+                clients: {
+                    "batched_rps": row["batched"]["rps"], "unbatched_rps": row["unbatched"]["rps"],
+                    "batched_p99_ms": row["batched"]["p99_ms"], "unbatched_p99_ms": row["unbatched"]["p99_ms"],
+                    "batched_over_unbatched": row["batched"]["rps"] / row["unbatched"]["rps"], **row,
+                } for clients, row in table.items()
+            }
+        # The headline: the setting a batching server is run with (see docs/serving.md).
+        result["clients"] = result["clients_one_thread_each"]
+        if "32" in result["clients"]:
+            best_unbatched = max(result[f"clients_{t}"]["32"]["unbatched_rps"] for t in THREADS)
+            result["batched_32_over_best_unbatched_32"] = result["clients"]["32"]["batched_rps"] / best_unbatched
+
+        # 3. Another server script, old vs new in this run.
+        if args.baseline_script:
+            result["baseline"] = {"script": args.baseline_script}
+            for label, script in (("baseline", args.baseline_script), ("this", None)):
+                process, ports = start_server(_with_rest(server_flags(base, False, "tensorflow_default")),
+                                              script=script)
+                try:
+                    call = grpc_call(ports["grpc"])
+                    rest = rest_call(ports["rest"])
+                    result["baseline"][label] = {
+                        "grpc_p50_ms": float(np.median([sequential_p50(call) for _ in range(args.repeats)])),
+                        "rest_keep_alive_p50_ms": float(np.median([sequential_p50(rest) for _ in range(args.repeats)])),
+                    }
+                finally:
+                    _stop(process)
+                process, ports = start_server(server_flags(base, True, "tensorflow_default"), script=script)
+                try:
+                    latencies, rate = measure(lambda p=ports["grpc"]: grpc_call(p), 32, args.seconds)
+                    result["baseline"][label]["batched_32"] = stats(latencies, rate)
+                finally:
+                    _stop(process)
+    return result
+
+
+def _with_rest(flags):
+    import socket
+
+    with socket.socket() as probe:  # --rest_api_port 0 means no REST: pick a free port
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return flags + ["--rest_api_port", str(port)]
+
+
+def _stop(process):
+    process.send_signal(signal.SIGTERM)
+    process.wait(timeout=60)
+
+
+def markdown(result):
+    """The figures as a Markdown list and table (the results page and the terminal show the same)."""
+    p50 = result["sequential_p50_ms"]
+    lines = [f"- sequential batch-1 `answer`, p50 ms: in-process {p50['in_process']:.2f}, gRPC {p50['grpc']:.2f} "
+             f"({result['grpc_over_in_process']:.2f}x), REST keep-alive {p50['rest_keep_alive']:.2f} "
+             f"({result['rest_over_in_process']:.2f}x)"]
+    for threads in THREADS:
+        lines += ["", f"Concurrent clients, TensorFlow threads: {threads.replace('_', ' ')}", "",
+                  "| clients | in-process req/s | unbatched req/s | p99 ms | batched req/s | p99 ms "
+                  "| batched / unbatched |",
+                  "|---|---|---|---|---|---|---|"]
+        for clients, row in result[f"clients_{threads}"].items():
+            lines.append(f"| {clients} | {row['in_process']['rps']:.0f} | {row['unbatched_rps']:.0f} | "
+                         f"{row['unbatched_p99_ms']:.1f} | {row['batched_rps']:.0f} | {row['batched_p99_ms']:.1f} | "
+                         f"{row['batched_over_unbatched']:.2f}x |")
+    if "batched_32_over_best_unbatched_32" in result:
+        lines += ["", f"- 32 clients, batched (one thread each) over the faster unbatched setting: "
+                      f"{result['batched_32_over_best_unbatched_32']:.2f}x"]
+    if "baseline" in result:
+        old, new = result["baseline"]["baseline"], result["baseline"]["this"]
+        lines += [f"- old vs new server in this run: gRPC p50 {old['grpc_p50_ms']:.2f} -> {new['grpc_p50_ms']:.2f} ms, "
+                  f"REST keep-alive {old['rest_keep_alive_p50_ms']:.2f} -> {new['rest_keep_alive_p50_ms']:.2f} ms, "
+                  f"32 batched clients (default threads) {old['batched_32']['rps']:.0f} -> {new['batched_32']['rps']:.0f} req/s"]
+    return "\n".join(lines)
+
+
+def report(result):
+    print(markdown(result))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=8.0, help="measuring time per concurrent setting")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="sequential p50s per path, alternated; the median is kept")
+    parser.add_argument("--baseline-script", help="another serving/server.py to measure beside this one")
+    parser.add_argument("--out", default="bench/results/serving_latency.json")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    result = run(args)
+    out = pathlib.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    report(result)
+    return 0
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ import grpc
 import numpy as np
 import tensorflow as tf
 from google.protobuf import json_format
-from keras_relmem.serving import tensors
 from tensorflow_serving.apis import (
     get_model_metadata_pb2,
     get_model_status_pb2,
@@ -36,6 +35,8 @@ from tensorflow_serving.apis import (
     predict_pb2,
     prediction_service_pb2_grpc,
 )
+
+from keras_relmem.serving import tensors
 
 
 class ServingClient:

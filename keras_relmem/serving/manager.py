@@ -248,6 +248,8 @@ class ModelManager:
         return self
 
     def _run(self):
+        # Loading a version is seconds of CPU work; the requests it shares the cores with come first.
+        _lower_this_threads_priority()
         while not self._stop.wait(self.poll_seconds):
             self.poll()
 
@@ -255,3 +257,16 @@ class ModelManager:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+
+def _lower_this_threads_priority(nice=10):
+    """Set the calling thread's nice value to `nice` (Linux schedules each thread on its own); elsewhere nothing.
+
+    The poller loads and warms new versions while the served ones answer:
+    on a machine with few cores the load competes with the requests for
+    CPU, and a request during a swap should not wait for it.
+    """
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    except (AttributeError, OSError):  # not Linux, or not allowed: loading still works, only less politely
+        pass

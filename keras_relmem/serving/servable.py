@@ -4,6 +4,7 @@ The server never imports the code that built a model: it loads the SavedModel
 with `tf.saved_model.load` and calls its signatures, as TF Serving does.
 """
 
+import logging
 import pathlib
 
 import grpc
@@ -14,6 +15,8 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_relmem.serving import tensors
 from keras_relmem.serving.errors import ServingError, invalid
+
+log = logging.getLogger("keras_relmem.serving")
 
 WARMUP_FILE = ("assets.extra", "tf_serving_warmup_requests")
 MAX_WARMUP_RECORDS = 1000  # TF Serving refuses files with more
@@ -133,6 +136,8 @@ class Servable:
         version becomes AVAILABLE only after they ran, so its first real
         requests do not pay for graph optimisation. A record that fails makes
         the load fail (as in TF Serving): the previous version keeps serving.
+        A version without the file is warmed with generated inputs instead
+        (`_warm_up_generated`), where TF Serving would not warm it at all.
 
         Raises:
             ValueError: naming the file and the record that failed.
@@ -141,7 +146,7 @@ class Servable:
 
         path = pathlib.Path(self.path, *WARMUP_FILE)
         if not path.is_file():
-            return 0
+            return self._warm_up_generated()
         count = 0
         for count, raw in enumerate(tf.data.TFRecordDataset(str(path)).as_numpy_iterator(), start=1):
             if count > MAX_WARMUP_RECORDS:
@@ -152,15 +157,39 @@ class Servable:
                 raise ValueError(f"{path}: warm-up record {count} failed: {error}") from None
         return count
 
-    def _replay(self, log):
-        kind = log.WhichOneof("log_type")
+    def _warm_up_generated(self):
+        """Without warm-up records: call every signature once on inputs made from its input specs.
+
+        Zeros for numbers and empty strings for text, one row (unknown sizes
+        become 1), so the first real request does not pay for the version's
+        graph optimisation and table initialisation (seconds on a CPU). A
+        signature that refuses such inputs (a classify signature needing a
+        feature) is skipped: they are guesses, not the model's own examples.
+
+        Returns:
+            How many signatures answered.
+        """
+        answered = 0
+        for key, specs in self.input_specs.items():
+            inputs = {alias: generated_input(spec) for alias, spec in specs.items()}
+            try:
+                self.call(key, self.check_inputs(key, inputs))
+            except (ServingError, ValueError, TypeError) as error:
+                log.info("warm-up of %s version %d: signature %s refused generated inputs (%s)",
+                         self.name, self.version, key, error)
+                continue
+            answered += 1
+        return answered
+
+    def _replay(self, record):
+        kind = record.WhichOneof("log_type")
         if kind == "predict_log":
-            request = log.predict_log.request
+            request = record.predict_log.request
             key, _ = self.signature(request.model_spec.signature_name)
             inputs = {alias: tensors.to_array(proto) for alias, proto in request.inputs.items()}
             self.call(key, self.check_inputs(key, inputs), tuple(request.output_filter))
         elif kind in ("classify_log", "regress_log"):
-            request = getattr(log, kind).request
+            request = getattr(record, kind).request
             key, signature_def = self.signature(request.model_spec.signature_name)
             examples = request.input.example_list.examples
             serialized = np.array([e.SerializeToString() for e in examples], dtype=object)
@@ -190,6 +219,14 @@ class Servable:
             raise ServingError(grpc.StatusCode.INTERNAL, f"{key}: {_first_line(error)}") from error
         names = output_filter or outputs.keys()
         return {alias: outputs[alias].numpy() for alias in names}
+
+
+def generated_input(spec):
+    """An input for `spec` (a `tf.TensorSpec`): zeros or empty strings, unknown sizes 1 (rank unknown: a scalar)."""
+    shape = [] if spec.shape.rank is None else [1 if d is None else d for d in spec.shape.as_list()]
+    if spec.dtype == tf.string:
+        return np.full(shape, b"", dtype=object)
+    return np.zeros(shape, dtype=spec.dtype.as_numpy_dtype)
 
 
 def _first_line(error):

@@ -136,6 +136,34 @@ def test_flags_that_cannot_work_together(tmp_path):
         "max_batch_size": 8, "batch_timeout_micros": 100}
 
 
+def test_tensorflow_thread_flags_and_the_frozen_start_up_heap():
+    """`--tensorflow_*_op_parallelism` set TensorFlow's pools; the start-up objects leave the collector's sight.
+
+    In a process of its own: both change process-wide state.
+    """
+    code = """
+import gc
+import pytest
+import tensorflow as tf
+from keras_relmem.serving import server
+args = server.build_parser().parse_args(["--tensorflow_intra_op_parallelism", "1",
+                                         "--tensorflow_inter_op_parallelism", "2"])
+server.configure_tensorflow(args.tensorflow_intra_op_parallelism, args.tensorflow_inter_op_parallelism)
+assert tf.config.threading.get_intra_op_parallelism_threads() == 1
+assert tf.config.threading.get_inter_op_parallelism_threads() == 2
+with pytest.raises(ValueError, match="intra_op_parallelism must be >= 0"):
+    server.configure_tensorflow(-1, 0)
+assert gc.get_freeze_count() == 0
+server.freeze_startup_heap()
+# TensorFlow's start-up objects: hundreds of thousands, now out of every collection.
+assert gc.get_freeze_count() > 100_000, gc.get_freeze_count()
+assert len(gc.get_objects()) < 1000, len(gc.get_objects())
+print("ok")
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
 @pytest.mark.skipif(shutil.which("tensorflow_model_server") is None,
                     reason="tensorflow_model_server is not on PATH")
 def test_official_tf_serving_runs_our_exports(exports, tmp_path):

@@ -159,12 +159,49 @@ def test_warm_up_requests_are_written_and_replayed(exports, tmp_path):
     from keras_relmem.export import WARMUP_FILE
     from keras_relmem.serving.servable import Servable
 
-    for name, signatures in (("babi", {"serving_default", "answer"}), ("lm", {"serving_default", "next_word"})):
+    lm_signatures = {"serving_default", "next_word", "distribution", "next_word_distribution"}
+    for name, signatures in (("babi", {"serving_default", "answer"}), ("lm", lm_signatures)):
         path = exports.base / name / "1" / WARMUP_FILE
         logs = [prediction_log_pb2.PredictionLog.FromString(r) for r in
                 tf.data.TFRecordDataset(str(path)).as_numpy_iterator()]
         assert {log.predict_log.request.model_spec.signature_name for log in logs} == signatures
-        assert Servable(name, 1, exports.base / name / "1").warm_up() == len(logs) == 4
+        # One and two rows for each signature.
+        assert Servable(name, 1, exports.base / name / "1").warm_up() == len(logs) == 2 * len(signatures)
+
+
+def test_a_version_without_warm_up_records_is_warmed_with_generated_inputs(exports, tmp_path):
+    import shutil
+
+    from keras_relmem.export import WARMUP_FILE
+    from keras_relmem.serving.servable import Servable
+
+    shutil.copytree(exports.base / "babi" / "1", tmp_path / "2")
+    (tmp_path / "2" / WARMUP_FILE).unlink()
+    servable = Servable("babi", 2, tmp_path / "2")
+    calls, call = [], servable.call
+
+    def recording(key, checked, output_filter=()):
+        calls.append((key, {alias: (value.dtype.kind, value.shape) for alias, value in checked.items()}))
+        return call(key, checked, output_filter)
+
+    servable.call = recording
+    assert servable.warm_up() == 2
+    data = exports.data
+    assert sorted(calls) == [
+        ("answer", {"question": ("O", (1,)), "story": ("O", (1, 1))}),
+        ("serving_default", {"query": ("i", (1, data.query_length)),
+                             "story": ("i", (1, data.story_length, data.sentence_length))}),
+    ]
+
+
+def test_generated_inputs_fill_unknown_sizes_with_one():
+    from keras_relmem.serving.servable import generated_input
+
+    text = generated_input(tf.TensorSpec((None, None), tf.string))
+    assert text.shape == (1, 1) and text.dtype == object and text[0, 0] == b""
+    ids = generated_input(tf.TensorSpec((None, 7), tf.int32))
+    assert ids.dtype == np.int32 and ids.shape == (1, 7) and not ids.any()
+    assert generated_input(tf.TensorSpec(None, tf.float32)).shape == ()
 
 
 def test_a_failing_warm_up_record_fails_the_load_and_the_old_version_keeps_serving(exports, tmp_path):
