@@ -238,7 +238,8 @@ def markdown(result):
         old, new = result["baseline"]["baseline"], result["baseline"]["this"]
         lines += [f"- old vs new server in this run: gRPC p50 {old['grpc_p50_ms']:.2f} -> {new['grpc_p50_ms']:.2f} ms, "
                   f"REST keep-alive {old['rest_keep_alive_p50_ms']:.2f} -> {new['rest_keep_alive_p50_ms']:.2f} ms, "
-                  f"32 batched clients (default threads) {old['batched_32']['rps']:.0f} -> {new['batched_32']['rps']:.0f} req/s"]
+                  f"32 batched clients (default threads) {old['batched_32']['rps']:.0f} -> "
+                  f"{new['batched_32']['rps']:.0f} req/s"]
     return "\n".join(lines)
 
 
