@@ -78,7 +78,9 @@ def _jsonable(alias, array):
             except UnicodeDecodeError:
                 return {"b64": base64.b64encode(item).decode("ascii")}
 
-        return np.vectorize(convert, otypes=[object])(array).tolist() if array.size else array.tolist()
+        converted = np.empty(array.size, dtype=object)
+        converted[:] = [convert(item) for item in array.ravel().tolist()]
+        return converted.reshape(array.shape).tolist()
     return array.tolist()
 
 
@@ -516,7 +518,8 @@ class RestServer:
     def _post(self, match, raw, record):
         if not match["verb"]:
             raise invalid(f"POST {match.string}: add :predict, :classify or :regress")
-        depth = json_depth(raw)
+        # A text cannot nest deeper than it has opening brackets: the exact scan only when that bound is over.
+        depth = json_depth(raw) if raw.count(b"[") + raw.count(b"{") > self.max_json_depth else 0
         if depth > self.max_json_depth:
             raise invalid(f"JSON Parse error: nested too deeply ({depth} levels; at most {self.max_json_depth})")
         try:

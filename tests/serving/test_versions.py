@@ -163,3 +163,27 @@ def test_empty_base_path_is_not_serving_then_serves_when_a_version_arrives(expor
     finally:
         client.close()
         server.stop()
+
+
+def test_loading_yields_the_gil_sooner_and_restores_the_switch_interval(tmp_path):
+    """While a version loads, Python hands the GIL over within 1 ms; afterwards, loaded or not, as before."""
+    import sys
+
+    from keras_relmem.serving.manager import ModelManager
+
+    for version in (1, 2):
+        (tmp_path / "m" / str(version)).mkdir(parents=True)
+    seen = {}
+
+    class Fake:
+        def __init__(self, name, version, path):
+            seen[version] = sys.getswitchinterval()
+            if version == 2:
+                raise OSError("corrupt")
+            self.name, self.version = name, version
+
+    before = sys.getswitchinterval()
+    manager = ModelManager(configs_for(tmp_path, ["m"]), poll_seconds=0, servable_factory=Fake).start()
+    assert seen == {1: min(before, 0.001), 2: min(before, 0.001)}
+    assert manager.get("m").version == 1  # version 2 failed, 1 serves
+    assert sys.getswitchinterval() == before

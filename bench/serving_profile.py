@@ -1,0 +1,220 @@
+"""Where a batch-1 request's time goes: our server's stages, per API, against the in-process call.
+
+Starts `ModelServer` in this process (gRPC and REST) on an exported bAbI
+EntNet (task 1 sizes), wraps each stage of the server's path in a timer,
+and sends sequential `answer` requests (text in, top answers out) from a
+client in another process, as `bench.serving_latency` does. For each API it
+reports the p50 of:
+
+- the client's round trip;
+- the server's handler (gRPC `Predict`; REST: the whole aiohttp handler and
+  the part on a worker thread);
+- `ServingCore.predict_on` (checks, then the model), `Servable.call` (tensors
+  in, the signature, arrays out) and the signature function alone;
+- what is left: transport and client (round trip minus handler), and the
+  handler outside the model (handler minus the signature function).
+
+Beside them: the signature called in this process as a caller in the
+server's place would (arrays in, tensors built), and a gRPC health check's
+round trip (the transport's floor: a call that does no model work).
+
+    KERAS_RELMEM_DATA=../shared/data python -m bench.serving_profile --requests 1000
+
+Writes `bench/results/serving_profile.json`. The stages are timed with
+`time.perf_counter` around the methods, which adds about a microsecond each.
+"""
+
+import argparse
+import collections
+import functools
+import inspect
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from bench.serving import export_babi_entnet
+from bench.serving_latency import QUESTION, STORY, sequential_p50
+
+CLIENT = """
+import http.client, json, sys, time
+import numpy as np
+from keras_relmem.serving.client import ServingClient
+grpc_port, rest_port, count = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+story, question = json.loads(sys.argv[4]), sys.argv[5]
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+client = ServingClient(f"127.0.0.1:{grpc_port}")
+health = health_pb2_grpc.HealthStub(client.channel)
+connection = http.client.HTTPConnection("127.0.0.1", rest_port, timeout=30)
+body = json.dumps({"signature_name": "answer", "instances": [{"story": story, "question": question}]})
+def rest():
+    connection.request("POST", "/v1/models/babi:predict", body=body, headers={"Content-Type": "application/json"})
+    response = connection.getresponse()
+    response.read()
+    assert response.status == 200, response.status
+calls = {"grpc": lambda: client.answer("babi", story, question), "rest": rest,
+         "grpc_health_check": lambda: health.Check(health_pb2.HealthCheckRequest(service="babi"), timeout=10)}
+result = {}
+for name, call in calls.items():
+    print("START", name, flush=True)
+    sys.stdin.readline()
+    for _ in range(20):
+        call()
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - started)
+    result[name] = float(np.percentile(times, 50) * 1e3)
+    print("DONE", name, flush=True)
+    sys.stdin.readline()
+print("RESULT", json.dumps(result), flush=True)
+"""
+
+
+class Timers:
+    """Per-stage durations of the requests of one phase (an API)."""
+
+    def __init__(self):
+        self.phase = None
+        self.times = collections.defaultdict(lambda: collections.defaultdict(list))
+
+    def wrap(self, owner, name, label):
+        """Replace `owner.name` (a function or coroutine function) by a timed one."""
+        original = getattr(owner, name)
+        if inspect.iscoroutinefunction(original):
+            @functools.wraps(original)
+            async def timed(*args, **kwargs):
+                started = time.perf_counter()
+                try:
+                    return await original(*args, **kwargs)
+                finally:
+                    self._add(label, started)
+        else:
+            @functools.wraps(original)
+            def timed(*args, **kwargs):
+                started = time.perf_counter()
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    self._add(label, started)
+        setattr(owner, name, timed)
+
+    def _add(self, label, started):
+        if self.phase is not None:
+            self.times[self.phase][label].append(time.perf_counter() - started)
+
+    def p50s(self, phase):
+        return {label: float(np.percentile(values, 50) * 1e3) for label, values in self.times[phase].items()}
+
+
+def run(args):
+    import tensorflow as tf
+
+    from keras_relmem.serving import core, grpc_api, rest_api, servable
+    from keras_relmem.serving.server import ModelServer, freeze_startup_heap
+
+    with tempfile.TemporaryDirectory() as tmp:
+        base = pathlib.Path(tmp)
+        export_babi_entnet(base)
+        answer = tf.saved_model.load(str(base / "babi" / "1")).signatures["answer"]
+        in_process = sequential_p50(lambda: answer(story=tf.constant([STORY]), question=tf.constant([QUESTION])),
+                                    args.requests)
+        timers = Timers()
+        timers.wrap(grpc_api.PredictionService, "Predict", "handler")
+        timers.wrap(rest_api.RestServer, "_handle", "handler")
+        timers.wrap(rest_api.RestServer, "_post", "handler_worker_thread")
+        timers.wrap(core.ServingCore, "predict_on", "predict_on")
+        timers.wrap(servable.Servable, "call", "servable_call")
+        from tensorflow_serving.config import model_server_config_pb2
+
+        configs = [model_server_config_pb2.ModelConfig(name="babi", base_path=str(base / "babi"),
+                                                        model_platform="tensorflow")]
+        freeze_startup_heap()
+        server = ModelServer(configs, port=0, rest_api_port=-1, poll_seconds=-1)
+        server.manager.poll()
+        server.start()
+        loaded = server.manager.get("babi")
+        signature = loaded._functions["answer"]
+
+        def signature_alone(**kwargs):
+            started = time.perf_counter()
+            try:
+                return signature(**kwargs)
+            finally:
+                timers._add("signature_function", started)
+
+        loaded._functions["answer"] = signature_alone
+        client = subprocess.Popen(
+            [sys.executable, "-c", CLIENT, str(server.port), str(server.rest_port), str(args.requests),
+             json.dumps(STORY), QUESTION],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            for line in client.stdout:
+                words = line.split(maxsplit=1)
+                if words[0] == "START":
+                    timers.phase = words[1].strip()
+                elif words[0] == "DONE":
+                    timers.phase = None
+                elif words[0] == "RESULT":
+                    round_trips = json.loads(words[1])
+                    break
+                client.stdin.write("\n")
+                client.stdin.flush()
+        finally:
+            client.wait(timeout=120)
+            server.stop()
+    result = {"arguments": vars(args), "in_process_ms": in_process,
+              "grpc_health_check_ms": round_trips["grpc_health_check"], "apis": {}}
+    for api in ("grpc", "rest"):
+        stages = timers.p50s(api)
+        stages["round_trip"] = round_trips[api]
+        stages["transport_and_client"] = stages["round_trip"] - stages["handler"]
+        stages["handler_outside_the_model"] = stages["handler"] - stages["signature_function"]
+        stages["over_in_process"] = stages["round_trip"] / in_process
+        result["apis"][api] = stages
+    return result
+
+
+ORDER = ["round_trip", "handler", "handler_worker_thread", "predict_on", "servable_call", "signature_function",
+         "transport_and_client", "handler_outside_the_model"]
+
+
+def markdown(result):
+    lines = [f"- in-process signature call p50 {result['in_process_ms']:.3f} ms; a gRPC health check's round "
+             f"trip {result['grpc_health_check_ms']:.3f} ms", "",
+             "| stage (p50 ms) | gRPC | REST |", "|---|---|---|"]
+    for stage in ORDER:
+        cells = [f"{result['apis'][api][stage]:.3f}" if stage in result["apis"][api] else ""
+                 for api in ("grpc", "rest")]
+        lines.append(f"| {stage.replace('_', ' ')} | {cells[0]} | {cells[1]} |")
+    lines.append(f"| round trip / in-process | {result['apis']['grpc']['over_in_process']:.2f}x | "
+                 f"{result['apis']['rest']['over_in_process']:.2f}x |")
+    return "\n".join(lines)
+
+
+def report(result):
+    print(markdown(result))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--requests", type=int, default=1000, help="sequential requests per API")
+    parser.add_argument("--out", default="bench/results/serving_profile.json")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    result = run(args)
+    out = pathlib.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    report(result)
+    return 0
+
+
+if __name__ == "__main__":
+    main()
