@@ -84,3 +84,14 @@ def _drain(stream, lines):
     for line in stream:
         lines.put(line)
     lines.put(None)
+
+
+def save_and_report(result, out, markdown):
+    """Write a serving bench's `result` as JSON to `out` and print its `markdown(result)`; returns 0."""
+    import json
+
+    out = pathlib.Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    print(markdown(result))
+    return 0

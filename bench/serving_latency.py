@@ -34,7 +34,8 @@ import time
 
 import numpy as np
 
-from bench.serving import export_babi_entnet, start_server
+from bench.serving import export_babi_entnet, save_and_report, start_server
+from keras_relmem.testing import soak
 
 STORY = ["Mary went to the kitchen.", "John moved to the garden.", "Mary travelled to the office.",
          "Sandra journeyed to the hallway.", "John went back to the bedroom."]
@@ -76,15 +77,8 @@ def measure(make_call, clients, seconds):
 
 
 def sequential_p50(call, count=300):
-    """p50 ms of `count` back-to-back calls (after 20 unmeasured ones)."""
-    for _ in range(20):
-        call()
-    times = []
-    for _ in range(count):
-        started = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - started)
-    return float(np.percentile(times, 50) * 1e3)
+    """p50 ms of `count` back-to-back calls (after 10 unmeasured ones)."""
+    return soak.sequential_latency(call, count) * 1e3
 
 
 def grpc_call(port):
@@ -257,12 +251,7 @@ def main(argv=None):
     parser.add_argument("--out", default="bench/results/serving_latency.json")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    result = run(args)
-    out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    report(result)
-    return 0
+    return save_and_report(run(args), args.out, markdown)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ import time
 
 import numpy as np
 
-from bench.serving import export_babi_entnet
+from bench.serving import export_babi_entnet, save_and_report
 from bench.serving_latency import QUESTION, STORY, sequential_p50
 
 CLIENT = """
@@ -208,12 +208,7 @@ def main(argv=None):
     parser.add_argument("--out", default="bench/results/serving_profile.json")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    result = run(args)
-    out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    report(result)
-    return 0
+    return save_and_report(run(args), args.out, markdown)
 
 
 if __name__ == "__main__":
