@@ -216,10 +216,7 @@ class ModelManager:
         with self._lock:
             self._status[name][version] = VersionStatus("LOADING")
         log.info("Loading servable version {name: %s version: %d} from %s", name, version, path)
-        switch = sys.getswitchinterval()
-        # While this thread runs Python (seconds of it), a request thread waiting for the GIL gets it
-        # within a millisecond rather than Python's default 5.
-        sys.setswitchinterval(min(switch, 0.001))
+        _handover.enter()
         try:
             servable = self._factory(name, version, path)
             warm_up = getattr(servable, "warm_up", None)
@@ -236,7 +233,7 @@ class ModelManager:
             log.error("Loading servable version {name: %s version: %d} failed: %s", name, version, message)
             return False
         finally:
-            sys.setswitchinterval(switch)
+            _handover.exit()
         with self._lock:
             self._loaded[name][version] = servable
             self._status[name][version] = VersionStatus("AVAILABLE")
@@ -264,6 +261,38 @@ class ModelManager:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+
+class _QuickGilHandover:
+    """While any version loads, Python's switch interval is at most 1 ms; the last load to end restores it.
+
+    Loading runs seconds of Python on the poller thread: a request thread
+    waiting for the GIL then gets it within a millisecond rather than
+    Python's default 5. Counted, so managers loading at once in one process
+    restore the interval they found.
+    """
+
+    def __init__(self, interval=0.001):
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._loading = 0
+        self._saved = None
+
+    def enter(self):
+        with self._lock:
+            if not self._loading:
+                self._saved = sys.getswitchinterval()
+                sys.setswitchinterval(min(self._saved, self.interval))
+            self._loading += 1
+
+    def exit(self):
+        with self._lock:
+            self._loading -= 1
+            if not self._loading:
+                sys.setswitchinterval(self._saved)
+
+
+_handover = _QuickGilHandover()
 
 
 def _lower_this_threads_priority(nice=10):

@@ -187,3 +187,17 @@ def test_loading_yields_the_gil_sooner_and_restores_the_switch_interval(tmp_path
     assert seen == {1: min(before, 0.001), 2: min(before, 0.001)}
     assert manager.get("m").version == 1  # version 2 failed, 1 serves
     assert sys.getswitchinterval() == before
+
+
+def test_overlapping_loads_restore_the_switch_interval_they_found():
+    import sys
+
+    from keras_relmem.serving.manager import _QuickGilHandover
+
+    before, handover = sys.getswitchinterval(), _QuickGilHandover()
+    handover.enter()
+    handover.enter()  # a second manager's load begins before the first ends
+    handover.exit()
+    assert sys.getswitchinterval() == min(before, 0.001)
+    handover.exit()
+    assert sys.getswitchinterval() == before
