@@ -237,10 +237,6 @@ def markdown(result):
     return "\n".join(lines)
 
 
-def report(result):
-    print(markdown(result))
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=8.0, help="measuring time per concurrent setting")

@@ -38,39 +38,23 @@ import time
 
 import numpy as np
 
-from bench.serving import export_babi_entnet, save_and_report
+from bench.serving import REPO, export_babi_entnet, save_and_report
 from bench.serving_latency import QUESTION, STORY, sequential_p50
 
 CLIENT = """
-import http.client, json, sys, time
-import numpy as np
-from keras_relmem.serving.client import ServingClient
-grpc_port, rest_port, count = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-story, question = json.loads(sys.argv[4]), sys.argv[5]
+import json, sys
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-client = ServingClient(f"127.0.0.1:{grpc_port}")
-health = health_pb2_grpc.HealthStub(client.channel)
-connection = http.client.HTTPConnection("127.0.0.1", rest_port, timeout=30)
-body = json.dumps({"signature_name": "answer", "instances": [{"story": story, "question": question}]})
-def rest():
-    connection.request("POST", "/v1/models/babi:predict", body=body, headers={"Content-Type": "application/json"})
-    response = connection.getresponse()
-    response.read()
-    assert response.status == 200, response.status
-calls = {"grpc": lambda: client.answer("babi", story, question), "rest": rest,
+from bench.serving_latency import grpc_call, rest_call, sequential_p50
+grpc_port, rest_port, count = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+import grpc
+health = health_pb2_grpc.HealthStub(grpc.insecure_channel(f"127.0.0.1:{grpc_port}"))
+calls = {"grpc": grpc_call(grpc_port), "rest": rest_call(rest_port),
          "grpc_health_check": lambda: health.Check(health_pb2.HealthCheckRequest(service="babi"), timeout=10)}
 result = {}
 for name, call in calls.items():
     print("START", name, flush=True)
     sys.stdin.readline()
-    for _ in range(20):
-        call()
-    times = []
-    for _ in range(count):
-        started = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - started)
-    result[name] = float(np.percentile(times, 50) * 1e3)
+    result[name] = sequential_p50(call, count)
     print("DONE", name, flush=True)
     sys.stdin.readline()
 print("RESULT", json.dumps(result), flush=True)
@@ -151,9 +135,8 @@ def run(args):
 
         loaded._functions["answer"] = signature_alone
         client = subprocess.Popen(
-            [sys.executable, "-c", CLIENT, str(server.port), str(server.rest_port), str(args.requests),
-             json.dumps(STORY), QUESTION],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            [sys.executable, "-c", CLIENT, str(server.port), str(server.rest_port), str(args.requests)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
         try:
             for line in client.stdout:
                 words = line.split(maxsplit=1)
@@ -196,10 +179,6 @@ def markdown(result):
     lines.append(f"| round trip / in-process | {result['apis']['grpc']['over_in_process']:.2f}x | "
                  f"{result['apis']['rest']['over_in_process']:.2f}x |")
     return "\n".join(lines)
-
-
-def report(result):
-    print(markdown(result))
 
 
 def main(argv=None):
