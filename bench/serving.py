@@ -27,6 +27,15 @@ def export_babi_entnet(base, name="babi"):
     return data, export.export_babi(model, data, base, name=name)
 
 
+def free_port():
+    """A port nobody listens on now, for `--rest_api_port` (whose 0 means no REST, not "pick one")."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def start_server(flags, log_path=None, python_options=(), timeout=600.0, script=None):
     """Start `serving/server.py --port 0 FLAGS...`; returns `(process, ports)` once it prints its ports.
 

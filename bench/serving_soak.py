@@ -38,7 +38,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from bench.serving import export_babi_entnet, start_server  # noqa: E402
+from bench.serving import export_babi_entnet, free_port, start_server  # noqa: E402
 from keras_relmem.testing import soak  # noqa: E402
 
 TIMEOUT_MS = 5000
@@ -65,11 +65,8 @@ def start_with_models(base, stderr_path):
     ) + "}\n")
     monitoring = base / "monitoring.config"
     monitoring.write_text('prometheus_config { enable: true, path: "/monitoring/prometheus/metrics" }\n')
-    with socket.socket() as probe:  # --rest_api_port 0 means no REST: pick a free port
-        probe.bind(("127.0.0.1", 0))
-        rest_port = probe.getsockname()[1]
     process, ports = start_server(
-        ["--rest_api_port", str(rest_port), "--model_config_file", str(config), "--file_system_poll_wait_seconds",
+        ["--rest_api_port", str(free_port()), "--model_config_file", str(config), "--file_system_poll_wait_seconds",
          "0.5", "--rest_api_timeout_in_ms", str(TIMEOUT_MS), "--monitoring_config_file", str(monitoring)],
         log_path=stderr_path)
     return process, ports["grpc"], ports["rest"]

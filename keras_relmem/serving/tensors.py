@@ -82,7 +82,7 @@ def to_proto(array):
         A `tensorflow.TensorProto`.
     """
     array = np.asarray(array)
-    enum = _ENUM.get(array.dtype.newbyteorder("=") if array.dtype.byteorder != "|" else array.dtype)
+    enum = _ENUM.get(array.dtype.newbyteorder("="))  # the type whatever its byte order
     if enum is not None and _LITTLE:
         proto = tensor_pb2.TensorProto(dtype=enum, tensor_shape=_shape_proto(array.shape))
         proto.tensor_content = np.ascontiguousarray(array, array.dtype.newbyteorder("<")).tobytes()
