@@ -9,18 +9,27 @@
   hops (Banino et al. 2020).
 """
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"
 
-from keras_relmem import models  # noqa: E402,F401  (registers the task models for .keras loading)
-from keras_relmem.layers import (
-    MEMO,  # noqa: E402
-    EntNetCell,  # noqa: E402
-    EntNetEncoder,  # noqa: E402
-    EntNetReadout,  # noqa: E402
-    RelationalMemory,  # noqa: E402
-    RelationalMemoryCell,  # noqa: E402
-    ReversibleEmbedding,  # noqa: E402
-)
+import contextlib  # noqa: E402
+import sys  # noqa: E402
+
+from keras_relmem._startup import quiet_tensorflow  # noqa: E402
+
+# TensorFlow's pre-logging start-up lines ("Could not find cuda drivers", the
+# oneDNN note) are dropped when this import is what first imports it; every
+# other line it prints is kept (TF_CPP_MIN_LOG_LEVEL=0 keeps them all).
+with quiet_tensorflow() if "tensorflow" not in sys.modules else contextlib.nullcontext():
+    from keras_relmem import models  # noqa: F401  (registers the task models for .keras loading)
+    from keras_relmem.layers import (
+        MEMO,
+        EntNetCell,
+        EntNetEncoder,
+        EntNetReadout,
+        RelationalMemory,
+        RelationalMemoryCell,
+        ReversibleEmbedding,
+    )
 
 __all__ = [
     "EntNetCell",

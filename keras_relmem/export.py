@@ -47,6 +47,28 @@ def serve_command(version_path):
             f"--model_base_path={base}")
 
 
+def babi_model_name(model, tasks):
+    """The served name of a bAbI model, also its export folder: `babi_<model>_qa<N>` for one task,
+    `babi_<model>_joint` for several. The task script, the tuner and the README use it alike.
+
+    Args:
+        model: the model's name (`"entnet"`, `"memo"`, ...).
+        tasks: a task number, a list of them, or `"all"`.
+
+    Example:
+
+    ```python
+    >>> babi_model_name("entnet", 1), babi_model_name("memo", "all")
+    ('babi_entnet_qa1', 'babi_memo_joint')
+
+    ```
+    """
+    if isinstance(tasks, (list, tuple)) and len(tasks) == 1:
+        tasks = tasks[0]
+    single = isinstance(tasks, int)
+    return f"babi_{model}_" + (f"qa{tasks}" if single else "joint")
+
+
 def announce(version_path):
     """Print where a version was exported and how to serve it."""
     print(f"Exported the SavedModel to {version_path}\nServe it with:\n  {serve_command(version_path)}", flush=True)

@@ -1,8 +1,9 @@
-"""Query a TF Serving endpoint: see `keras_relmem/serving/client.py` and the README."""
+#!/usr/bin/env python
+"""Query a TF Serving endpoint (see --help; `relmem-client`)."""
 
 import sys
 
-from keras_relmem.serving.client import main
+from keras_relmem import cli
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.client())

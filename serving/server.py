@@ -1,8 +1,9 @@
-"""A TF-Serving-compatible model server: see `keras_relmem/serving/server.py` and the README."""
+#!/usr/bin/env python
+"""A TF-Serving-compatible model server (see --help and docs/serving.md; `relmem-serve`)."""
 
 import sys
 
-from keras_relmem.serving.server import main
+from keras_relmem import cli
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.serve())

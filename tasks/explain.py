@@ -1,11 +1,9 @@
 #!/usr/bin/env python
-"""Answer a story with a trained bAbI model and draw its memory (see --help)."""
+"""Answer a story with a trained bAbI model and draw its memory (see --help; `relmem-explain`)."""
 
-import os
+import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_relmem.tasks.explain import main  # noqa: E402
+from keras_relmem import cli
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli.explain())

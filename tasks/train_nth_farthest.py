@@ -1,11 +1,9 @@
 #!/usr/bin/env python
-"""The RMC paper's Nth Farthest task, RMC vs LSTM (see --help)."""
+"""The RMC paper's Nth Farthest task, RMC vs LSTM (see --help; `relmem-train-nth-farthest`)."""
 
-import os
+import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_relmem.tasks.nth_farthest import main  # noqa: E402
+from keras_relmem import cli
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli.train_nth_farthest())

@@ -19,6 +19,10 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 if "KERAS_RELMEM_DATA" not in os.environ and SHARED_DATA.is_dir():
     os.environ["KERAS_RELMEM_DATA"] = str(SHARED_DATA)
+elif os.environ.get("KERAS_RELMEM_DATA"):
+    # The README exports a relative path (`../shared/data`); tests that run in a temporary
+    # directory would read it from there, so it is resolved once, against where pytest started.
+    os.environ["KERAS_RELMEM_DATA"] = os.path.abspath(os.environ["KERAS_RELMEM_DATA"])
 
 
 BACKEND_AGNOSTIC = ("layers", "models", "test_docstring_examples.py")

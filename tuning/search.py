@@ -1,11 +1,9 @@
 #!/usr/bin/env python
-"""KerasTuner search over the memory models (see --help)."""
+"""KerasTuner search over the memory models (see --help; `relmem-search`)."""
 
-import os
+import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_relmem.tasks.search import main  # noqa: E402
+from keras_relmem import cli
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli.search())

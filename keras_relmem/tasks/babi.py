@@ -52,7 +52,6 @@ def parse_task(text):
 
 def build_parser():
     parser = argparse.ArgumentParser(
-        prog="train_babi.py",
         description=(
             "Train a memory model on bAbI question answering. Unless --model, --task, "
             "--joint, --data or --epochs is given, runs the quick default: "
@@ -108,7 +107,7 @@ def build_parser():
                              "length padded to their bucket (EntNet and MEMO, one replica)")
     parser.add_argument("--plot", default=None, metavar="DIR",
                         help="write attention/gate pictures of a few test questions and the training curves")
-    return common.add_run_arguments(parser, "runs/babi")
+    return common.show_defaults(common.add_run_arguments(parser, "runs/babi"))
 
 
 def resolve_args(argv):
@@ -299,8 +298,7 @@ def train_one(args, tasks, workdir, strategy):
     exported = None
     if not args.no_export and distribute.is_chief():
         base = args.export_dir or os.path.join(args.workdir, "export")
-        name = f"babi_{args.model}_" + ("joint" if len(tasks) > 1 else f"qa{tasks[0]}")
-        exported = str(export.export_babi(model, data, base, name=name))
+        exported = str(export.export_babi(model, data, base, name=export.babi_model_name(args.model, tasks)))
         export.announce(exported)
     return model, data, accuracy, seconds, exported
 

@@ -15,6 +15,21 @@ def positive_int(text):
     return value
 
 
+def show_defaults(parser):
+    """Give every flag of `parser` that has a default and does not name it in its help a
+    "(default: ...)" in `--help`. Returns `parser`.
+
+    `argparse.ArgumentDefaultsHelpFormatter` shows a default only for flags that have a help
+    text, and twice for those whose help already names it.
+    """
+    for action in parser._actions:  # argparse keeps no public list of a parser's actions
+        if action.default in (None, False, argparse.SUPPRESS) or action.dest == "help":
+            continue
+        if action.help is None or "default" not in action.help:
+            action.help = f"{action.help} (default: %(default)s)" if action.help else "(default: %(default)s)"
+    return parser
+
+
 def add_run_arguments(parser, workdir):
     """Flags every long training run has: strategy, XLA, checkpoints, logs, export, seed."""
     group = parser.add_argument_group("run")

@@ -15,10 +15,11 @@ import numpy as np
 
 from keras_relmem.data.babi import tokenize
 from keras_relmem.data.vocab import Vocabulary
+from keras_relmem.tasks import common
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="explain.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", required=True, help="a trained model's checkpoint.keras")
     parser.add_argument("--assets", required=True, help="folder with vocab.txt and answers.txt (an export's assets/)")
     parser.add_argument(
@@ -28,7 +29,7 @@ def build_parser():
     )
     parser.add_argument("--question", required=True, help='e.g. "Where is Mary?"')
     parser.add_argument("--out", default="explain.png", help="PNG to write (default explain.png)")
-    return parser
+    return common.show_defaults(parser)
 
 
 def encode(tokens_list, vocab, length):

@@ -23,7 +23,6 @@ RECIPE = {"batch_size": 64, "bptt": 100, "learning_rate": 1e-3, "clipnorm": 0.25
 
 def build_parser():
     parser = argparse.ArgumentParser(
-        prog="train_lm.py",
         description="Train a next-word language model (RMC or LSTM) with truncated BPTT.",
     )
     parser.add_argument("--model", choices=["rmc", "lstm"], default="rmc")
@@ -44,7 +43,7 @@ def build_parser():
     parser.add_argument("--key-size", type=common.positive_int, default=None, help="RMC (default 64)")
     parser.add_argument("--units", type=common.positive_int, default=None, help="LSTM (default 1000)")
     common.add_run_arguments(parser, "runs/lm")
-    return parser
+    return common.show_defaults(parser)
 
 
 def model_hparams(args):

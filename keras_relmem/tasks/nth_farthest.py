@@ -20,7 +20,6 @@ RMC_DEFAULTS = {"mem_slots": 4, "head_size": 64, "num_heads": 4, "num_blocks": 1
 
 def build_parser():
     parser = argparse.ArgumentParser(
-        prog="train_nth_farthest.py",
         description="Train an RMC or an LSTM on the RMC paper's Nth Farthest task.",
     )
     parser.add_argument("--model", choices=["rmc", "lstm", "mlp"], default="rmc",
@@ -43,7 +42,7 @@ def build_parser():
     )
     parser.add_argument("--plot", default=None, metavar="DIR", help="write RMC attention grids and the training curves")
     common.add_run_arguments(parser, "runs/nth_farthest")
-    return parser
+    return common.show_defaults(parser)
 
 
 def build_model(args, input_shape):

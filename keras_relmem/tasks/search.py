@@ -14,7 +14,6 @@ OBJECTIVE = {"babi": "val_accuracy", "lm": "val_loss"}
 
 def build_parser():
     parser = argparse.ArgumentParser(
-        prog="search.py",
         description="KerasTuner search over the memory models (bAbI, or --task lm for language modelling).",
     )
     parser.add_argument("--model", choices=["entnet", "rmc", "lstm", "memo"], default="entnet")
@@ -33,7 +32,7 @@ def build_parser():
     parser.add_argument("--no-export", action="store_true")
     parser.add_argument("--max-steps", type=common.positive_int, default=None, help="cap steps per epoch (smoke tests)")
     parser.add_argument("--seed", type=int, default=0)
-    return parser
+    return common.show_defaults(parser)
 
 
 def run(argv=None):
@@ -88,8 +87,8 @@ def run(argv=None):
 
         model = tuner.get_best_models(1)[0]
         base = args.export_dir or os.path.join(args.directory, "export")
-        summary["export"] = str(export.export_babi(model, data, base, name=f"babi_{project}"))
-        print(f"Best model exported to {summary['export']}")
+        summary["export"] = str(export.export_babi(model, data, base, name=export.babi_model_name(args.model, task)))
+        export.announce(summary["export"])
     from keras_relmem.training import write_json
 
     write_json(pathlib.Path(args.directory) / project / "best.json", summary)

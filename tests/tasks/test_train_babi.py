@@ -67,6 +67,17 @@ print(out["top_answers"].numpy()[0, 0].decode())
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] in data.answer_vocab.tokens
+    # The checkpoint loads in a fresh process after `import keras_relmem` alone (its optimizer and
+    # schedule, e.g. EntNet's ScopedAdam, are registered by the package, not by keras_relmem.training).
+    code = f"""
+import keras, keras_relmem
+model = keras.saving.load_model(r"{tmp_path / 'qa1' / 'checkpoint.keras'}")
+print(type(model.optimizer).__name__)
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    if model == "entnet":
+        assert result.stdout.split()[-1] == "ScopedAdam"
     model_back = keras.saving.load_model(tmp_path / "qa1" / "checkpoint.keras")
     expected = keras.ops.softmax(
         model_back.predict({"story": arrays["story"][:8], "query": arrays["query"][:8]}, verbose=0)
