@@ -14,7 +14,9 @@ __version__ = "1.0.0"
 import contextlib  # noqa: E402
 import sys  # noqa: E402
 
-from keras_relmem._startup import quiet_tensorflow  # noqa: E402
+from keras_relmem._startup import quiet_commands, quiet_tensorflow  # noqa: E402
+
+quiet_commands()
 
 # TensorFlow's pre-logging start-up lines ("Could not find cuda drivers", the
 # oneDNN note) are dropped when this import is what first imports it; every

@@ -1,6 +1,6 @@
 """The only place keras-relmem touches Keras internals, each because no public API does the job.
 
-Keras 3 has no public name for these; setup.py bounds Keras to the major
+Keras 3 has no public name for these; pyproject.toml bounds Keras to the major
 version we test, and `tests/test_keras_internals.py` fails as soon as a Keras
 release moves or changes any of them, so a breakage shows in CI rather than
 in a user's run.

@@ -23,6 +23,20 @@ import re
 import sys
 import tempfile
 
+COMMAND_PREFIX = "relmem-"  # the console scripts' names (pyproject.toml)
+
+
+def quiet_commands():
+    """In one of the package's commands (`relmem-train-babi`, ...), default TensorFlow's C++ log
+    level to 2 (errors only), as the task scripts under `tasks/` do; a library import leaves it.
+
+    The level is read when TensorFlow is imported, which `import keras_relmem` does before any of
+    the commands' own code runs, so it is set here, from the name the process was started as.
+    """
+    if os.path.basename(sys.argv[0] if sys.argv else "").startswith(COMMAND_PREFIX):
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
 # TensorFlow's start-up lines on a machine without a GPU: informational, and on
 # a CPU machine they read as errors. Anything else TensorFlow prints is kept.
 NOISE = re.compile(

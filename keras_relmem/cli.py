@@ -11,13 +11,11 @@ Example:
 """
 
 import importlib
-import os
 
 from keras_relmem._startup import quiet_tensorflow
 
 
 def _start_tensorflow():
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with quiet_tensorflow():
         import tensorflow as tf
 

@@ -43,7 +43,7 @@ def serve_command(version_path):
     ```
     """
     base = pathlib.Path(version_path).resolve().parent
-    return (f"python serving/server.py --port=8500 --rest_api_port=8501 --model_name={base.name} "
+    return (f"relmem-serve --port=8500 --rest_api_port=8501 --model_name={base.name} "
             f"--model_base_path={base}")
 
 
@@ -184,15 +184,6 @@ def write_warmup_requests(version_path, logs):
     return path
 
 
-def _warmup_logs_or_none(make_logs):
-    """The warm-up records, or None without `tensorflow-serving-api` (the `[serving]` extra)."""
-    try:
-        import tensorflow_serving.apis  # noqa: F401
-    except ImportError:
-        return None
-    return make_logs()
-
-
 def _checked_ids(ids, vocab_size, name):
     """`ids` unchanged, after an in-graph check that each is in [0, vocab_size) (INVALID_ARGUMENT naming `name`)."""
     import tensorflow as tf
@@ -291,8 +282,8 @@ def export_babi(model, data, base_dir, name="babi", version=None, top_k=3):
 
     The word and answer vocabularies are assets `vocab.txt` and `answers.txt`.
     Id inputs outside `[0, vocabulary size)` are refused in the graph
-    (INVALID_ARGUMENT naming the input). With `tensorflow-serving-api`
-    installed, `assets.extra/tf_serving_warmup_requests` holds two real
+    (INVALID_ARGUMENT naming the input).
+    `assets.extra/tf_serving_warmup_requests` holds two real
     test questions per signature for the server to replay on load.
 
     Args:
@@ -365,7 +356,7 @@ def export_babi(model, data, base_dir, name="babi", version=None, top_k=3):
                 tf.TensorSpec((None,), tf.string, "question"),
             ],
         )
-        return _write_atomically(archive, path, _warmup_logs_or_none(lambda: _babi_warmup(data, name)))
+        return _write_atomically(archive, path, _babi_warmup(data, name))
 
 
 def export_lm(model, vocab, base_dir, name="lm", version=None, top_k=5):
@@ -454,4 +445,4 @@ def export_lm(model, vocab, base_dir, name="lm", version=None, top_k=5):
         archive.add_endpoint("next_word", top_only(next_word_distribution), input_signature=prefix_spec)
         archive.add_endpoint("distribution", distribution, input_signature=ids_spec)
         archive.add_endpoint("next_word_distribution", next_word_distribution, input_signature=prefix_spec)
-        return _write_atomically(archive, path, _warmup_logs_or_none(lambda: _lm_warmup(vocab, name)))
+        return _write_atomically(archive, path, _lm_warmup(vocab, name))

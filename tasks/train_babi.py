@@ -4,9 +4,12 @@
 With no arguments: EntNet on task 1 of bAbI en, about a minute on 2 CPU cores.
 """
 
+import os
 import sys
 
-from keras_relmem import cli
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from keras_relmem import cli  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(cli.train_babi())

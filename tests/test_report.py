@@ -12,6 +12,7 @@ def test_every_results_file_is_catalogued_and_every_entry_exists():
     assert report.check_catalogue() == []
 
 
+@pytest.mark.results
 def test_committed_pages_match_the_json():
     """Fails when a results file changed (or the page was edited by hand) without `python -m bench.report`."""
     assert report.PAGE.read_text() == report.page(), "docs/results.md is stale: run python -m bench.report"
@@ -33,47 +34,10 @@ def test_an_uncatalogued_file_is_an_error(stub_results, monkeypatch):
     tmp_path = stub_results
     (tmp_path / "orphan.json").write_text("{}")
     monkeypatch.setattr(report, "RESULTS_DIR", tmp_path)
-    monkeypatch.setattr(report, "CHECKPOINTS_DIR", tmp_path / "checkpoints")
     assert report.check_catalogue() == [
         "bench/results/orphan.json is in no table: add it to bench/catalogue.toml or remove it"]
     (tmp_path / "memo_babi.json").unlink()
     assert "bench/catalogue.toml lists bench/results/memo_babi.json, which does not exist" in report.check_catalogue()
-
-
-def test_a_committed_workdir_must_belong_to_an_unfinished_run(stub_results, monkeypatch):
-    """CONTRIBUTING: bench/checkpoints/<name> holds an unfinished run's workdir and goes once the run finishes."""
-    tmp_path = stub_results
-    checkpoints = tmp_path / "checkpoints"
-    (checkpoints / "memo_run").mkdir(parents=True)
-    monkeypatch.setattr(report, "RESULTS_DIR", tmp_path)
-    monkeypatch.setattr(report, "CHECKPOINTS_DIR", checkpoints)
-    assert report.check_catalogue() == [
-        "bench/checkpoints/memo_run is the workdir of no results file: remove it"]
-    run = {"args": {"workdir": "bench/checkpoints/memo_run"}, "complete": False}
-    (tmp_path / "memo_babi.json").write_text(json.dumps(run))
-    assert report.check_catalogue() == []
-    (tmp_path / "memo_babi.json").write_text(json.dumps({**run, "complete": True}))
-    assert report.check_catalogue() == [
-        "bench/checkpoints/memo_run: bench/results/memo_babi.json has finished, "
-        "so its workdir is no longer needed: remove it"]
-
-
-def test_a_bench_of_several_models_owns_one_folder_per_run(stub_results, monkeypatch):
-    """`bench.nth_farthest --workdir W --name N` keeps run N in W/N: each such folder goes once its run finishes."""
-    tmp_path = stub_results
-    checkpoints = tmp_path / "checkpoints"
-    for run in ("rmc", "lstm", "stray"):
-        (checkpoints / "nth" / run).mkdir(parents=True)
-    monkeypatch.setattr(report, "RESULTS_DIR", tmp_path)
-    monkeypatch.setattr(report, "CHECKPOINTS_DIR", checkpoints)
-    args = {"workdir": "bench/checkpoints/nth", "model": "rmc"}
-    results = {"rmc": {"complete": False}, "lstm": {"complete": True},
-               "args": {"rmc": args, "lstm": {**args, "model": "lstm"}}}
-    (tmp_path / "nth_farthest.json").write_text(json.dumps(results))
-    assert report.check_catalogue() == [
-        "bench/checkpoints/nth/lstm: bench/results/nth_farthest.json has finished, "
-        "so its workdir is no longer needed: remove it",
-        "bench/checkpoints/nth/stray is the workdir of no results file: remove it"]
 
 
 @pytest.mark.parametrize("entry", [e for s in report.CATALOGUE for e in s.entries if not e.command],
@@ -167,7 +131,7 @@ def test_the_small_nth_farthest_row_shows_every_seed_of_the_chosen_settings(monk
     row = _row(_summary_with(monkeypatch, {"nth_farthest_4objects.json": reseed}),
                "RMC, Nth Farthest, 4 objects of 4 features, farthest only, per seed")
     assert (f"| seed 0: {rmc:.1f}% / {lstm:.1f}%; seed 1: {rmc - 1:.1f}% / {lstm - 1:.1f}%; "
-            f"seed 2: {rmc - 2:.1f}% (stopped at 20 of 240 min) / {lstm - 2:.1f}% (84 training min each; ") in row
+            f"seed 2: {rmc - 2:.1f}% (unfinished at 20 of 240 min) / {lstm - 2:.1f}% (84 training min each; ") in row
 
 
 def test_an_rmc_continued_past_the_lstms_budget_counts_at_the_lstms_training_time(monkeypatch):
@@ -193,7 +157,7 @@ def test_the_equal_examples_row_reads_the_lstm_after_as_many_examples_as_the_rmc
     row = _row(_summary_with(monkeypatch, {"nth_farthest_4objects.json": _seed_zero_only}),
                "RMC, Nth Farthest, 4 objects of 4 features, farthest only, equal examples, per seed")
     assert (f"| seed 0: {rmc['accuracy']:.1f}% / {lstm['curve'][rounds - 1]['test_accuracy']:.1f}% "
-            f"({rmc['examples'] / 1e6:.2f} M examples, the RMC stopped at 84 of 240 min) |") in row
+            f"({rmc['examples'] / 1e6:.2f} M examples, the RMC unfinished at 84 of 240 min) |") in row
 
 
 def test_the_ptb_per_seed_rows_pair_the_seeds_of_each_recipe(monkeypatch):
@@ -330,11 +294,11 @@ def test_a_note_quotes_another_results_file_by_name():
         report.quote("{{gone.json/run.error}}", {}, "the note of x.json", load=missing)
 
 
-def test_a_run_short_of_its_budget_is_under_way_only_while_its_workdir_is_committed(tmp_path, monkeypatch):
-    # CONTRIBUTING: an unfinished run's workdir is committed so that a rerun of its command continues it
+def test_a_run_short_of_its_budget_reads_the_same_on_every_machine(tmp_path, monkeypatch):
+    # its workdir lives under the ignored runs/, so whether one is on this disk must not change the page
     run = {"minutes": 43.6, "complete": False}
-    results = {"args": {"rmc": {"workdir": "bench/checkpoints/six", "budget_minutes": 240.0}}, "rmc": run}
+    results = {"args": {"rmc": {"workdir": "runs/six", "budget_minutes": 240.0}}, "rmc": run}
     monkeypatch.setattr(report, "ROOT", tmp_path)
-    assert report._not_finished(results, run) == "stopped at 44 of 240 min"
-    (tmp_path / "bench/checkpoints/six/rmc").mkdir(parents=True)
-    assert report._not_finished(results, run) == "under way at 44 min"
+    assert report._not_finished(results, run) == "unfinished at 44 of 240 min"
+    (tmp_path / "runs/six/rmc").mkdir(parents=True)
+    assert report._not_finished(results, run) == "unfinished at 44 of 240 min"

@@ -242,7 +242,8 @@ def train_one(args, tasks, workdir, strategy):
         )
     if args.max_steps:
         train = train.take(args.max_steps)
-        validation = validation.take(args.max_steps) if validation is not None else None
+    if args.max_eval_steps and validation is not None:
+        validation = validation.take(args.max_eval_steps)
     with strategy.scope():
         hparams = model_hparams(args)
         if getattr(args, "tied_keys", False):
@@ -310,7 +311,7 @@ def run(argv=None):
         print(f"Running the quick default ({' '.join(QUICK_DEFAULT)}).", flush=True)
     try:
         check_inputs(args)
-    except (FileNotFoundError, ValueError) as error:
+    except (FileNotFoundError, ValueError, ConnectionError) as error:
         build_parser().error(str(error))
 
     import keras

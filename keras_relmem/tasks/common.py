@@ -42,7 +42,11 @@ def add_run_arguments(parser, workdir):
     group.add_argument("--export-dir", default=None, help="TF Serving base folder (default WORKDIR/export)")
     group.add_argument("--no-export", action="store_true", help="do not export a SavedModel")
     group.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    group.add_argument("--max-steps", type=positive_int, default=None, help="cap steps per epoch (smoke tests)")
+    group.add_argument("--max-steps", type=positive_int, default=None,
+                       help="cap training steps per epoch (smoke tests); evaluation is capped only by "
+                            "--max-eval-steps")
+    group.add_argument("--max-eval-steps", type=positive_int, default=None,
+                       help="cap validation and test steps (smoke tests; default: every batch)")
     group.add_argument(
         "--verbose", type=int, choices=[0, 1, 2], default=1, help="Keras progress output (default 1: a bar)"
     )

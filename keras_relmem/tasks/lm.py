@@ -80,7 +80,9 @@ def run(argv=None):
     valid = corpus.bptt_dataset("valid", args.batch_size, args.bptt)
     test = corpus.bptt_dataset("test", args.batch_size, args.bptt)
     if args.max_steps:
-        train, valid, test = (d.take(args.max_steps) for d in (train, valid, test))
+        train = train.take(args.max_steps)
+    if args.max_eval_steps:
+        valid, test = (d.take(args.max_eval_steps) for d in (valid, test))
     hparams = model_hparams(args)
     with strategy.scope():
         model = language_model.build_language_model(

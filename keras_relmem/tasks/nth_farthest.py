@@ -84,7 +84,8 @@ def run(argv=None):
         if shuffle:
             ds = ds.shuffle(len(data["target"]), seed=args.seed)
         ds = ds.batch(args.batch_size, drop_remainder=static)
-        return (ds.take(args.max_steps) if args.max_steps else ds).prefetch(tf.data.AUTOTUNE)
+        cap = args.max_steps if shuffle else args.max_eval_steps  # the training set is the shuffled one
+        return (ds.take(cap) if cap else ds).prefetch(tf.data.AUTOTUNE)
 
     with strategy.scope():
         model = build_model(args, train["inputs"].shape[1:])

@@ -27,7 +27,8 @@ TINY_RMC = ["--embedding-dim", "16", "--head-size", "8", "--num-heads", "2", "--
                                          ("lstm", ["--embedding-dim", "16", "--units", "24"])])
 def test_lm_tiny_run_reports_perplexity_and_exports(model, sizes, tmp_path, capsys):
     results = lm_task.run(
-        ["--model", model, "--epochs", "2", "--max-steps", "2", "--batch-size", "4", "--bptt", "10",
+        ["--model", model, "--epochs", "2", "--max-steps", "2", "--max-eval-steps", "2", "--batch-size", "4",
+         "--bptt", "10",
          "--learning-rate", "0.01", "--workdir", str(tmp_path), "--verbose", "0",
          "--no-jit-compile"] + sizes
     )

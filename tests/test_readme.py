@@ -1,0 +1,97 @@
+"""The README as a newcomer reads it: short, its snippets run, its names line up, no binaries in git."""
+
+import pathlib
+import re
+import subprocess
+
+import keras
+import numpy as np
+import pytest
+
+from keras_relmem import export
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text()
+MODEL_FILES = re.compile(r"\.(keras|h5|hdf5|pb|ckpt|weights\.[\w.]+)$|(^|/)checkpoint(s)?(/|$)|\.data-\d+-of-\d+$")
+
+
+def test_the_readme_is_short_and_opens_with_its_results():
+    lines = README.splitlines()
+    assert len(lines) <= 200
+    table = next(i for i, line in enumerate(lines) if line.startswith("| claim | paper | ours |"))
+    assert table < 80
+
+
+def test_the_python_snippets_run_as_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    snippets = re.findall(r"```python\n(.*?)```", README, re.S)
+    assert snippets
+    namespace = {}
+    for snippet in snippets:
+        exec(compile(snippet, "README.md", "exec"), namespace)
+    # "Each one trains with fit, saves and loads back": the RMC model of the snippet, for one.
+    rmc = namespace["rmc"]
+    rmc.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x, y = np.random.default_rng(0).normal(size=(8, 5, 16)).astype("float32"), np.arange(8) % 10
+    rmc.fit(x, y, epochs=1, verbose=0)
+    rmc.save(tmp_path / "rmc.keras")
+    back = keras.saving.load_model(tmp_path / "rmc.keras")
+    np.testing.assert_allclose(back.predict(x, verbose=0), rmc.predict(x, verbose=0), atol=1e-5)
+
+
+def test_names_line_up_from_the_quick_start_to_the_client():
+    name = export.babi_model_name("entnet", 1)
+    assert f"--model_name={name}" in README  # the serve command the quick start prints
+    serving = (REPO / "docs" / "serving.md").read_text()
+    served = set(re.findall(r"--model[_ ]name[= ](\w+)|--model (\w+)|/v1/models/(\w+)", serving))
+    names = {n for group in served for n in group if n} - {"lm"}
+    assert names == {name}, f"docs/serving.md names {names}, the quick start exports {name}"
+
+
+def test_no_model_or_checkpoint_file_is_tracked():
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    found = [path for path in tracked.splitlines() if MODEL_FILES.search(path)]
+    assert not found, f"model or checkpoint files are tracked (keep them under runs/): {found[:10]}"
+
+
+def test_a_relative_data_folder_as_the_readme_exports_it_holds_in_every_test():
+    # README: `export KERAS_RELMEM_DATA=../shared/data`; tests that change directory must still find it
+    import os
+
+    if not os.environ.get("KERAS_RELMEM_DATA"):
+        pytest.skip("needs KERAS_RELMEM_DATA")
+    assert os.path.isabs(os.environ["KERAS_RELMEM_DATA"])
+
+
+@pytest.mark.parametrize("module", ["babi", "lm", "nth_farthest", "search", "explain"])
+def test_every_commands_help_shows_its_defaults(module):
+    import importlib
+
+    parser = importlib.import_module(f"keras_relmem.tasks.{module}").build_parser()
+    text = " ".join(parser.format_help().split())
+    for action in parser._actions:
+        if action.default not in (None, False, "==SUPPRESS==") and action.option_strings:
+            assert f"{action.option_strings[-1]}" in text
+    assert text.count("default") >= sum(a.default not in (None, False, "==SUPPRESS==") for a in parser._actions) - 1
+
+
+def test_max_steps_caps_training_only(tmp_path, monkeypatch):
+    from keras_relmem import training
+    from keras_relmem.tasks import nth_farthest
+
+    seen = {}
+
+    def run_fit(model, train, validation, *args, **kwargs):
+        seen["train"], seen["validation"] = len(list(train)), len(list(validation))
+        return {"epochs": []}
+
+    monkeypatch.setattr(training, "run_fit", run_fit)
+    common = ["--model", "mlp", "--num-objects", "4", "--num-features", "4", "--epochs", "1",
+              "--train-examples", "64", "--test-examples", "40", "--batch-size", "8", "--max-steps", "1",
+              "--workdir", str(tmp_path), "--no-export", "--verbose", "0"]
+    nth_farthest.run(common)
+    assert seen == {"train": 1, "validation": 5}  # every one of the 40 test examples, in batches of 8
+    nth_farthest.run(common + ["--max-eval-steps", "2"])
+    assert seen == {"train": 1, "validation": 2}
