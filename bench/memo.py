@@ -89,7 +89,7 @@ def answer_loss_for_round(model, index, warmup_rounds, warmup_loss, loss):
     if model.answer_loss != wanted:
         print(f"round {index}: answer loss {model.answer_loss} -> {wanted}", flush=True)
         model.answer_loss = wanted
-        model.train_function = None
+        model.make_train_function(force=True)  # the traced step reads answer_loss: trace it again
 
 
 def warm_start_memo(model, path):

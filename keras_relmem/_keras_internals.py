@@ -14,6 +14,14 @@ in a user's run.
   builds them inside its own `build`; Keras' `LossScaleOptimizer` does the
   same under this decorator, so that the inner optimizers' variables are not
   tracked twice.
+- `optimizer_own_variables`, `optimizer_trainable_variables`: an optimizer
+  that wraps two others reports its own variables (the iteration counter,
+  the learning rate) beside theirs, and applies gradients to the variables it
+  was built with when `apply` is given none; Keras keeps both lists in
+  private members (`LossScaleOptimizer` reads them the same way).
+- `cell_dropout_mask`, `set_cell_dropout_mask`: the per-sequence mask lives in
+  `DropoutRNNCell`'s `_dropout_mask` member, which its
+  `reset_dropout_mask()` clears between sequences.
 - `BackupAndRestoreHooks`: `keras.callbacks.BackupAndRestore` keeps its file
   names and its save/load steps in private members; atomic saves need to
   choose the folder of each save, so the subclass reaches them here, under
@@ -24,7 +32,28 @@ import keras
 from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
 from keras.src.utils.tracking import no_automatic_dependency_tracking
 
-__all__ = ["BackupAndRestoreHooks", "DropoutRNNCell", "no_automatic_dependency_tracking"]
+__all__ = ["BackupAndRestoreHooks", "DropoutRNNCell", "cell_dropout_mask", "no_automatic_dependency_tracking",
+           "optimizer_own_variables", "optimizer_trainable_variables", "set_cell_dropout_mask"]
+
+
+def optimizer_own_variables(optimizer):
+    """The variables `optimizer` itself created (iterations, learning rate), not its slots'."""
+    return list(optimizer._variables)
+
+
+def optimizer_trainable_variables(optimizer):
+    """The model variables `optimizer` was built for, in the order `build` received them."""
+    return list(optimizer._trainable_variables)
+
+
+def cell_dropout_mask(cell):
+    """A `DropoutRNNCell`'s mask for the current sequence, or None before the first step."""
+    return getattr(cell, "_dropout_mask", None)
+
+
+def set_cell_dropout_mask(cell, mask):
+    """Keep `mask` as `cell`'s mask until `cell.reset_dropout_mask()` (which `keras.layers.RNN` calls)."""
+    cell._dropout_mask = mask
 
 
 class BackupAndRestoreHooks(keras.callbacks.BackupAndRestore):

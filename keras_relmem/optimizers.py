@@ -20,7 +20,11 @@ trains MEMO unchanged. It follows the pattern of Keras' own wrapper,
 
 import keras
 
-from keras_relmem._keras_internals import no_automatic_dependency_tracking
+from keras_relmem._keras_internals import (
+    no_automatic_dependency_tracking,
+    optimizer_own_variables,
+    optimizer_trainable_variables,
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_relmem")
@@ -91,14 +95,14 @@ class SplitOptimizer(keras.optimizers.Optimizer):
 
     @property
     def variables(self):
-        return self._variables + self.first.variables + self.second.variables
+        return optimizer_own_variables(self) + self.first.variables + self.second.variables
 
     def apply(self, grads, trainable_variables=None):
         if not self.built:
             with keras.name_scope(self.name, caller=self):
                 self.build(trainable_variables)
             self.built = True
-        variables = trainable_variables or self._trainable_variables
+        variables = trainable_variables or optimizer_trainable_variables(self)
         first_grads, first_vars, second_grads, second_vars = self._split(grads, variables)
         if first_vars:
             self.first.apply(first_grads, first_vars)

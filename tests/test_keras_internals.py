@@ -20,11 +20,27 @@ def test_rnn_resets_the_mask_of_dropout_rnn_cells_only():
     x = np.ones((3, 4, 5), "float32")
     rnn(x, training=True)
     # RNN primed one mask for the sequence and cleared it after: the next batch gets a fresh one.
-    assert getattr(cell, "_dropout_mask", None) is None
+    assert internals.cell_dropout_mask(cell) is None
     first = keras.ops.convert_to_numpy(cell.get_dropout_mask(x[:, 0]))
     assert first.shape == (3, 1, 3, 3) and set(np.unique(first)) <= {0.0, 2.0}
+    # the mask is kept where the mixin's reset looks for it, and reset clears it
+    assert internals.cell_dropout_mask(cell) is cell._dropout_mask
     cell.reset_dropout_mask()
-    assert cell._dropout_mask is None
+    assert internals.cell_dropout_mask(cell) is None
+    internals.set_cell_dropout_mask(cell, keras.ops.ones((1,)))
+    cell.reset_dropout_mask()
+    assert internals.cell_dropout_mask(cell) is None
+
+
+def test_optimizers_keep_their_own_and_their_built_variables_where_the_helpers_read_them():
+    w, b = keras.Variable(np.ones((2, 2), "float32"), name="w"), keras.Variable(np.zeros(2, "float32"), name="b")
+    optimizer = keras.optimizers.Adam(0.1)
+    optimizer.build([w, b])
+    own = internals.optimizer_own_variables(optimizer)
+    assert optimizer.iterations in own and all(v is not w and v is not b for v in own)
+    assert [v.name for v in internals.optimizer_trainable_variables(optimizer)] == ["w", "b"]
+    # Keras' public `variables` is own + slots: the helpers' list is its head
+    assert optimizer.variables[:len(own)] == own
 
 
 def test_backup_and_restore_still_keeps_its_paths_and_steps_where_the_hooks_reach():

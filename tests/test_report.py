@@ -16,6 +16,8 @@ def test_every_results_file_is_catalogued_and_every_entry_exists():
 def test_committed_pages_match_the_json():
     """Fails when a results file changed (or the page was edited by hand) without `python -m bench.report`."""
     assert report.PAGE.read_text() == report.page(), "docs/results.md is stale: run python -m bench.report"
+    for path, text in report.archive_pages().items():
+        assert path.exists() and path.read_text() == text, f"{path} is stale: run python -m bench.report"
     readme = report.README.read_text()
     assert report.readme(readme) == readme, "README.md's results table is stale: run python -m bench.report"
 
@@ -302,3 +304,28 @@ def test_a_run_short_of_its_budget_reads_the_same_on_every_machine(tmp_path, mon
     assert report._not_finished(results, run) == "unfinished at 44 of 240 min"
     (tmp_path / "runs/six/rmc").mkdir(parents=True)
     assert report._not_finished(results, run) == "unfinished at 44 of 240 min"
+
+
+def _anchors(text):
+    """The anchors of a Markdown page's headings, as the pages' links write them."""
+    return {report.Entry("", "", line.lstrip("#").strip()).anchor for line in text.splitlines()
+            if line.startswith("#")}
+
+
+def test_every_link_of_the_generated_pages_leads_somewhere():
+    pages = {report.PAGE: report.page(), **report.archive_pages()}
+    readme = report.readme(report.README.read_text())
+    broken = []
+    for path, text in [*pages.items(), (report.README, readme)]:
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if target.startswith("http"):
+                continue
+            file, _, anchor = target.partition("#")
+            resolved = (path.parent / file).resolve() if file else path
+            if not resolved.exists() and resolved not in pages:
+                broken.append(f"{path.name}: {target}")
+            elif anchor and resolved.suffix == ".md":
+                body = pages.get(resolved) or (readme if resolved == report.README else resolved.read_text())
+                if anchor not in _anchors(body):
+                    broken.append(f"{path.name}: {target}")
+    assert not broken, broken[:20]

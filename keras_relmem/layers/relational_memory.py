@@ -1,5 +1,6 @@
 """The Relational Memory Core (Santoro et al. 2018) as a Keras 3 RNN cell."""
 
+import contextlib
 import inspect
 import itertools
 
@@ -7,7 +8,7 @@ import keras
 from keras import ops
 from keras.layers import LayerNormalization
 
-from keras_relmem._keras_internals import DropoutRNNCell
+from keras_relmem._keras_internals import DropoutRNNCell, cell_dropout_mask, set_cell_dropout_mask
 from keras_relmem.layers import utils
 
 GATE_STYLES = ("unit", "memory", None)
@@ -93,7 +94,7 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
         arXiv:1806.01822 (§2-3, Fig. 1).
     """
 
-    # {layer name: transposed kernel}: set by RelationalMemory.call for the length of one call, else None
+    # {layer name: transposed kernel} inside `with cell.transposed_kernels(...)`, else None
     _transposed_kernels = None
 
     def __init__(
@@ -233,6 +234,17 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
         return {"unit": self.mem_size, "memory": 1, None: 0}[self.gate_style]
 
     # -- the computation ----------------------------------------------------
+    @contextlib.contextmanager
+    def transposed_kernels(self, kernels):
+        """Within the block, the steps' dense layers named in `kernels` ({layer name: its kernel
+        transposed}) multiply their input gradients by that copy (same values and gradients);
+        `RelationalMemory` transposes them once per sequence. Outside it, nothing changes."""
+        self._transposed_kernels = kernels
+        try:
+            yield self
+        finally:
+            self._transposed_kernels = None
+
     def get_initial_state(self, batch_size=None):
         """The identity memory, padded or truncated to `mem_size`, flattened."""
         eye = ops.eye(self.mem_slots, self.mem_size, dtype=self.compute_dtype)
@@ -242,14 +254,14 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
     def get_dropout_mask(self, step_input):
         # One attention-weight mask per sequence, shaped like the weights
         # (batch, heads, rows, rows); Keras' RNN primes it before its loop.
-        if getattr(self, "_dropout_mask", None) is None and self.dropout > 0:
+        if cell_dropout_mask(self) is None and self.dropout > 0:
             rows = self.mem_slots + self._input_rows(step_input)
             batch = ops.shape(step_input)[0]
             template = ops.ones(
                 (batch, self.num_heads, rows, rows), dtype=self.compute_dtype
             )
-            self._dropout_mask = keras.random.dropout(template, self.dropout, seed=self.seed_generator)
-        return getattr(self, "_dropout_mask", None)
+            set_cell_dropout_mask(self, keras.random.dropout(template, self.dropout, seed=self.seed_generator))
+        return cell_dropout_mask(self)
 
     def _input_rows(self, step_input):
         return step_input.shape[1] if self.treat_input_as_matrix else 1
@@ -564,8 +576,6 @@ class RelationalMemory(keras.layers.RNN):
         transposed_kernels=None,
         **kwargs,
     ):
-        if transposed_kernels is None:
-            transposed_kernels = keras.backend.backend() in TRANSPOSED_KERNELS_BACKENDS
         cell_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in _CELL_ARGUMENTS}
         cell = _PrecomputedInputsCell(
             mem_slots,
@@ -584,19 +594,25 @@ class RelationalMemory(keras.layers.RNN):
             unroll=unroll,
             **kwargs,
         )
-        self.transposed_kernels = bool(transposed_kernels)
+        # The argument as given: None (the backend's choice) stays None in the config, so a model saved
+        # on one backend takes the speed setting of the backend it is loaded on.
+        self.transposed_kernels = None if transposed_kernels is None else bool(transposed_kernels)
+
+    @property
+    def uses_transposed_kernels(self):
+        """Whether calls transpose the step kernels once per sequence: the argument, else the backend's default."""
+        if self.transposed_kernels is not None:
+            return self.transposed_kernels
+        return keras.backend.backend() in TRANSPOSED_KERNELS_BACKENDS
 
     def call(self, sequences, initial_state=None, mask=None, training=False):
         features = self.cell.precompute_inputs(sequences)
-        if self.transposed_kernels:
-            dtype = self.cell.compute_dtype
-            self.cell._transposed_kernels = {
-                layer.name: ops.transpose(ops.cast(layer.kernel, dtype)) for layer in self.cell.loop_dense_layers()
-            }
-        try:
+        if not self.uses_transposed_kernels:
             return super().call(features, initial_state=initial_state, mask=mask, training=training)
-        finally:
-            self.cell._transposed_kernels = None
+        dtype = self.cell.compute_dtype
+        kernels = {layer.name: ops.transpose(ops.cast(layer.kernel, dtype)) for layer in self.cell.loop_dense_layers()}
+        with self.cell.transposed_kernels(kernels):
+            return super().call(features, initial_state=initial_state, mask=mask, training=training)
 
     def get_config(self):
         cell_config = self.cell.get_config()

@@ -65,6 +65,23 @@ def twins(transposed_kernels=None, **kwargs):
     return layer, twin
 
 
+def test_the_backends_speed_setting_stays_out_of_the_config():
+    # None (the default) is the backend's choice, made when the layer runs, not written into the config:
+    # a model saved on tensorflow (where it is on) loaded on jax gets jax's choice.
+    layer, _ = make_layer()
+    assert layer.get_config()["transposed_kernels"] is None
+    back = RelationalMemory.from_config(layer.get_config())
+    assert back.transposed_kernels is None
+    assert back.uses_transposed_kernels == (keras.backend.backend() == "tensorflow")
+    # the cell is left as it was after a call, whichever the setting
+    for setting in (None, True, False):
+        if setting and keras.backend.backend() == "torch":
+            continue
+        layer, _ = make_layer(transposed_kernels=setting)
+        layer(keras.ops.convert_to_tensor(sequence()))
+        assert layer.cell._transposed_kernels is None
+
+
 @pytest.mark.parametrize("transposed_kernels", [False, True])
 def test_outputs_and_gradients_equal_rnn_of_cell(transposed_kernels):
     # transposed_kernels=True: the per-step products' input gradients use kernels transposed once per
