@@ -102,6 +102,8 @@ def train_within_budget(
         print(f"resumed {workdir} after round {curve[-1]['round']} "
               f"({curve[-1]['minutes']:.1f} training minutes)", flush=True)
     else:
+        # Say where a rerun looks, so that a workdir left on another machine is not silently started over.
+        print(f"no saved run in {workdir} (model.keras and curve.json): starting at round 0", flush=True)
         curve, model = [], build()
     minutes = curve[-1]["minutes"] if curve else 0.0
     while minutes < budget_minutes and (max_rounds is None or len(curve) < max_rounds):

@@ -95,7 +95,10 @@ def memo_hops(trace, index, sentences, path, answer_words=None, question=None):
     return _save(fig, path)
 
 
-def entnet_gates(gates, sentences, block_words, path, title="EntNet gates"):
+GATE_LABEL = "write gate g (0: block unchanged, 1: overwritten)"
+
+
+def entnet_gates(gates, sentences, block_words, path, title="EntNet gates", answer=None):
     """Gate heat map (sentence x block) with each block's nearest words.
 
     Args:
@@ -103,6 +106,8 @@ def entnet_gates(gates, sentences, block_words, path, title="EntNet gates"):
         sentences: the sentences as text.
         block_words: per block, a list of its nearest vocabulary words.
         path: PNG to write.
+        title: the picture's title (the question, for a bAbI example).
+        answer: optional, the model's answer, shown after the title.
     """
     plt = _pyplot()
     gates = np.asarray(gates)[: len(sentences)]
@@ -112,8 +117,9 @@ def entnet_gates(gates, sentences, block_words, path, title="EntNet gates"):
     ax.set_yticklabels(sentences, fontsize=7)
     ax.set_xticks(range(gates.shape[1]))
     ax.set_xticklabels([f"{j + 1}: " + "/".join(w[:2]) for j, w in enumerate(block_words)], rotation=90, fontsize=6)
-    fig.colorbar(image, ax=ax, fraction=0.03)
-    ax.set_title(title + " (block: nearest words of its final memory)", fontsize=9)
+    fig.colorbar(image, ax=ax, fraction=0.03).set_label(GATE_LABEL, fontsize=7)
+    said = f"  answer: {answer}" if answer is not None else ""
+    ax.set_title(title + said + "\n(block: nearest words of its final memory)", fontsize=9)
     return _save(fig, path)
 
 

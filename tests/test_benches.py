@@ -74,7 +74,7 @@ def test_anneal_learning_rate_is_a_cosine_on_the_budget_minutes():
         assert float(np.asarray(model.optimizer.learning_rate)) == pytest.approx(rate, rel=1e-6)
 
 
-def test_max_rounds_stops_a_budget_early_and_a_rerun_does_not_go_past_it(tmp_path):
+def test_max_rounds_stops_a_budget_early_and_a_rerun_does_not_go_past_it(tmp_path, capsys):
     import keras
 
     def build():
@@ -91,6 +91,10 @@ def test_max_rounds_stops_a_budget_early_and_a_rerun_does_not_go_past_it(tmp_pat
     for _ in range(2):  # the second sitting finds 3 rounds and trains none
         curve, _ = budget.train_within_budget(build, train_round, lambda model: {}, tmp_path, 1e9, max_rounds=3)
     assert indices == [0, 1, 2] and [entry["round"] for entry in curve] == [0, 1, 2]
+    # each sitting says where it looked: the first found nothing there, the second resumed from it
+    out = capsys.readouterr().out
+    assert f"no saved run in {tmp_path} (model.keras and curve.json): starting at round 0" in out
+    assert f"resumed {tmp_path} after round 2" in out
 
 
 @pytest.mark.slow  # two bench sittings; the cosine itself is checked by hand above

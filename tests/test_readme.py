@@ -49,6 +49,14 @@ def test_the_python_snippets_run_as_written(tmp_path, monkeypatch):
     np.testing.assert_allclose(back.predict(x, verbose=0), rmc.predict(x, verbose=0), atol=1e-5)
 
 
+def test_the_layers_guide_snippets_run_as_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    namespace = {}
+    for snippet in re.findall(r"```python\n(.*?)```", (REPO / "docs" / "layers.md").read_text(), re.S):
+        exec(compile(snippet, "docs/layers.md", "exec"), namespace)
+    assert set(namespace["out"]) == {"logits", "hops"}  # MEMO's return_hops=True, as its comment says
+
+
 def test_names_line_up_from_the_quick_start_to_the_client():
     name = export.babi_model_name("entnet", 1)
     assert f"--model_name={name}" in README  # the serve command the quick start prints

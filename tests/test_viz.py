@@ -62,6 +62,19 @@ def test_entnet_probe_gates_and_memory(tmp_path):
     assert_picture(viz.entnet_gates(gates[1], [f"sentence {i}" for i in range(5)], words, tmp_path / "g.png"))
 
 
+def test_the_gate_picture_labels_its_colour_bar_and_shows_the_answer(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    figures = []
+    monkeypatch.setattr(viz, "_save", lambda fig, path: figures.append(fig) or path)
+    gates = np.random.default_rng(0).uniform(size=(3, 2))
+    viz.entnet_gates(gates, ["a b", "c d", "e f"], [["x"], ["y"]], tmp_path / "g.png", "Where is Mary?", "kitchen")
+    (ax, bar), = [figures[0].axes]
+    assert bar.get_ylabel() == viz.GATE_LABEL
+    assert ax.get_title().startswith("Where is Mary?  answer: kitchen")
+    plt.close(figures[0])
+
+
 def test_memo_trace_matches_the_layer(tmp_path):
     model = MEMOClassifier(3, embedding_dim=4, vocab_size=12, max_time=5, num_heads=2, key_size=4, max_hops=3)
     story = np.array([[[1, 2, 0], [3, 4, 5], [0, 0, 0], [0, 0, 0], [0, 0, 0]]], "int32")

@@ -46,7 +46,8 @@ def explain_babi(model, story, query, sentences, question, vocab, answer_vocab, 
         gates, memory = probes.entnet_gates(cell, encoded, mask)
         embeddings = keras.ops.convert_to_numpy(model.get_layer("embedding").embeddings)
         words = probes.nearest_words(memory[0], embeddings[2:], vocab.tokens[2:])
-        return viz.entnet_gates(gates[0], sentences, words, path, title=question)
+        answer = answer_vocab.tokens[int(np.argmax(keras.ops.convert_to_numpy(model(inputs))[0]))]
+        return viz.entnet_gates(gates[0], sentences, words, path, title=question, answer=answer)
     attention, _ = probes.rmc_attention(cell, encoded, mask)
     steps = len(sentences)
     return viz.rmc_attention_grid(
