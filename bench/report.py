@@ -8,7 +8,8 @@ table, or an experiment behind it, with the command that produced it (rebuilt fr
 arguments the file records) and its table (the bench's own `markdown()`). A
 results file that is not in the catalogue, or a catalogue entry without its
 file, is an error, so the page and the folder cannot drift apart; a number is
-typed once, in its JSON. A note quotes one with `{{run.key:format}}` (see `quote`).
+typed once, in its JSON. An entry's note is Markdown in `bench/notes/<file>.md` and quotes a number
+with `{{run.key:format}}` (see `quote`).
 """
 
 import argparse
@@ -64,10 +65,25 @@ class Section:
     entries: list
 
 
+NOTES_DIR = pathlib.Path(__file__).with_name("notes")
+
+
+def note_path(name):
+    """Where the note of results file `name` is kept: `bench/notes/<name without .json>.md` (Markdown)."""
+    return NOTES_DIR / f"{name.removesuffix('.json')}.md"
+
+
 def load_catalogue(path=CATALOGUE_FILE):
-    """`bench/catalogue.toml` as a list of `Section`s of `Entry`s."""
+    """`bench/catalogue.toml` as a list of `Section`s of `Entry`s, each with its note from `bench/notes/`."""
     sections = tomllib.loads(pathlib.Path(path).read_text())["section"]
-    return [Section(s["title"], s["intro"], [Entry(**entry) for entry in s["entry"]]) for s in sections]
+
+    def entry(fields):
+        note = note_path(fields["name"])
+        if "note" not in fields and note.is_file():
+            fields = {**fields, "note": note.read_text().strip()}
+        return Entry(**fields)
+
+    return [Section(s["title"], s["intro"], [entry(e) for e in s["entry"]]) for s in sections]
 
 
 CATALOGUE = load_catalogue()
@@ -289,7 +305,9 @@ def render(entry):
              + (" (headline)" if entry.headline else "") + ", made by:", "", "```bash",
              *commands(entry, results), "```", ""]
     if entry.note:
-        lines += [quote(entry.note, results, f"bench/catalogue.toml, the note of {entry.name}"), ""]
+        # a note file's paragraphs are wrapped for editing; the page keeps each on one line
+        note = "\n\n".join(" ".join(paragraph.split()) for paragraph in entry.note.split("\n\n"))
+        lines += [quote(note, results, f"bench/notes/{note_path(entry.name).name}"), ""]
     lines += [table(results), ""]
     if entry.seed_of:
         module = importlib.import_module(f"bench.{entry.bench}")
@@ -821,6 +839,9 @@ def check_catalogue():
               for name in sorted(present - listed - pictures)]
     errors += [f"bench/catalogue.toml lists bench/results/{name}, which does not exist"
                for name in sorted((listed | pictures) - present)]
+    notes = {note_path(name).name for name in listed}
+    errors += [f"bench/notes/{path.name} is the note of no catalogued results file: rename or remove it"
+               for path in sorted(NOTES_DIR.glob("*.md")) if path.name not in notes]
     return errors
 
 

@@ -329,3 +329,15 @@ def test_every_link_of_the_generated_pages_leads_somewhere():
                 if anchor not in _anchors(body):
                     broken.append(f"{path.name}: {target}")
     assert not broken, broken[:20]
+
+
+def test_notes_are_markdown_files_of_catalogued_results(tmp_path, monkeypatch):
+    assert all(entry.note == report.note_path(entry.name).read_text().strip()
+               for section in report.CATALOGUE for entry in section.entries if report.note_path(entry.name).is_file())
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "memo_babi.md").write_text("a note")
+    (notes / "gone.md").write_text("a note of no file")
+    monkeypatch.setattr(report, "NOTES_DIR", notes)
+    assert report.check_catalogue() == [
+        "bench/notes/gone.md is the note of no catalogued results file: rename or remove it"]
