@@ -22,10 +22,25 @@ def _start_tensorflow():
         tf.config.list_physical_devices()  # where cuInit is called, and complains
 
 
+# The modules that the extras bring, by the extra that brings them (pyproject.toml).
+EXTRA_OF = {"grpc_health": "serving", "aiohttp": "serving", "prometheus_client": "serving",
+            "keras_tuner": "tuning", "sklearn": "tuning", "matplotlib": "viz"}
+
+
 def _run(module):
-    """Run `module.main()`; its return value is the exit status when it is one (the servers')."""
+    """Run `module.main()`; its return value is the exit status when it is one (the servers').
+
+    A module that one of the extras brings and is not installed is a one-line error naming the extra.
+    """
     _start_tensorflow()
-    status = importlib.import_module(module).main()
+    try:
+        status = importlib.import_module(module).main()
+    except ModuleNotFoundError as error:
+        extra = EXTRA_OF.get((error.name or "").split(".")[0])
+        if extra is None:
+            raise
+        raise SystemExit(f"error: this command needs the [{extra}] extra ({error.name} is not installed): "
+                         f'pip install "keras-relmem[{extra}]"') from None
     return status if isinstance(status, int) else 0
 
 

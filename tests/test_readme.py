@@ -113,3 +113,17 @@ def test_max_steps_caps_training_only(tmp_path, monkeypatch):
     assert seen == {"train": 1, "validation": 5}  # every one of the 40 test examples, in batches of 8
     nth_farthest.run(common + ["--max-eval-steps", "2"])
     assert seen == {"train": 1, "validation": 2}
+
+
+def test_a_command_whose_extra_is_missing_names_the_extra(monkeypatch):
+    import importlib
+
+    from keras_relmem import cli
+
+    def missing(name):
+        raise ModuleNotFoundError("No module named 'grpc_health'", name="grpc_health")
+
+    monkeypatch.setattr(cli, "_start_tensorflow", lambda: None)
+    monkeypatch.setattr(importlib, "import_module", missing)
+    with pytest.raises(SystemExit, match=r'needs the \[serving\] extra .*pip install "keras-relmem\[serving\]"'):
+        cli.serve()
