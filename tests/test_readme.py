@@ -127,3 +127,32 @@ def test_a_command_whose_extra_is_missing_names_the_extra(monkeypatch):
     monkeypatch.setattr(importlib, "import_module", missing)
     with pytest.raises(SystemExit, match=r'needs the \[serving\] extra .*pip install "keras-relmem\[serving\]"'):
         cli.serve()
+
+
+def test_the_extras_hold_what_their_commands_need():
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert any(req.startswith("keras-tuner[bayesian]") for req in extras["tuning"])  # --tuner bayesian: sklearn
+    assert any(req.startswith("tensorflow-serving-api") for req in project["dependencies"])  # warm-up records
+    assert project["requires-python"] == ">=3.11,<3.14"  # tomllib; CI runs 3.11 and 3.13
+
+
+def test_tensorflows_start_up_noise_is_dropped_and_every_other_line_kept():
+    import sys
+
+    code = """
+import os
+from keras_relmem._startup import quiet_tensorflow
+with quiet_tensorflow():
+    os.write(2, b"I0000 00:00:1 1 cudart_stub.cc:31] Could not find cuda drivers on your machine.\\n")
+    os.write(2, b"E0000 00:00:1 1 cuda_platform.cc:52] failed call to cuInit: INTERNAL\\n")
+    os.write(2, b"a real error line\\n")
+"""
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "a real error line" in result.stderr
+    assert "cuda" not in result.stderr.lower()
