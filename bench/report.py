@@ -116,6 +116,9 @@ def load_claims(path=CATALOGUE_FILE):
     return claims
 
 
+CLAIMS = load_claims()
+
+
 def curve_markdown(results):
     """A run kept as its curve only: the last round's accuracy and hops per query type."""
     last = results["curve"][-1]
@@ -324,10 +327,11 @@ def _slug(title):
     return Entry("", "", title).anchor
 
 
+@functools.cache
 def _claimed_files():
     """The results files the README's claims quote or link: with the headline entries, the results page's."""
     names = set()
-    for claim in load_claims():
+    for claim in CLAIMS:
         names.add(claim.entry)
         for match in QUOTE.finditer(claim.ours):
             elsewhere = OTHER_FILE.fullmatch(match.group(1).strip())
@@ -814,7 +818,7 @@ def summary():
 def claims_table(claims=None):
     """The README's results table, one row per `[[claim]]` of the catalogue, between its markers."""
     lines = [BEGIN, "| claim | paper | ours | seeds | status |", "|---|---|---|---|---|"]
-    for claim in claims if claims is not None else load_claims():
+    for claim in claims if claims is not None else CLAIMS:
         where = f"bench/catalogue.toml, the claim {claim.claim!r}"
         ours = quote(claim.ours, {}, where)
         link = _link(claim.entry).split("](", 1)[1].rstrip(")")

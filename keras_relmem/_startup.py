@@ -54,7 +54,8 @@ NOISE = re.compile(
 
 @contextlib.contextmanager
 def quiet_tensorflow():
-    """Import TensorFlow and look for devices with its start-up noise filtered out of stderr.
+    """Within the block (importing TensorFlow, a first device query), its start-up noise is filtered
+    out of stderr.
 
     The lines go to the C-level stderr (file descriptor 2), below Python's
     `sys.stderr`, so the descriptor itself is redirected to a temporary file for
