@@ -38,13 +38,9 @@ def merge_result(path, key, value, arguments, update=False):
     A callable `value` is given the entry as the file holds it now (or None)
     and returns the new one: runs of the same table finishing side by side
     then add to each other's work instead of overwriting it."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Two models timed side by side may finish together: one writer at a time.
-    with open(path.with_name(path.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        results = json.loads(path.read_text()) if path.exists() else {}
-        keys = (key,) if isinstance(key, str) else tuple(key)
+    keys = (key,) if isinstance(key, str) else tuple(key)
+
+    def merge(results):
         entry = results
         for name in keys[:-1]:
             entry = entry.setdefault(name, {})
@@ -56,6 +52,20 @@ def merge_result(path, key, value, arguments, update=False):
             entry[keys[-1]] = value
         if arguments is not None:
             results.setdefault("args", {})["/".join(keys)] = arguments
+
+    return update_results(path, merge)
+
+
+def update_results(path, change):
+    """Apply `change(results)` (which edits the dict in place) to the JSON file at `path`, atomically and
+    one writer at a time, and return the new contents: for a file whose summary is computed from its runs."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Two models timed side by side may finish together: one writer at a time.
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        results = json.loads(path.read_text()) if path.exists() else {}
+        change(results)
         write_json(path, results)
     return results
 

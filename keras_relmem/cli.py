@@ -59,6 +59,11 @@ def train_nth_farthest():
     return _run("keras_relmem.tasks.nth_farthest")
 
 
+def train_lte():
+    """`relmem-train-lte`: Learning to Execute (programs and memorization), the RMC paper's Table 1."""
+    return _run("keras_relmem.tasks.lte")
+
+
 def explain():
     """`relmem-explain`: a trained bAbI model's answer and a picture of its memory."""
     return _run("keras_relmem.tasks.explain")

@@ -446,3 +446,93 @@ def export_lm(model, vocab, base_dir, name="lm", version=None, top_k=5):
         archive.add_endpoint("distribution", distribution, input_signature=ids_spec)
         archive.add_endpoint("next_word_distribution", next_word_distribution, input_signature=prefix_spec)
         return _write_atomically(archive, path, _lm_warmup(vocab, name))
+
+
+def _lte_warmup(task, length, nesting, name):
+    """A one- and a two-row request per signature, from the task's own generator."""
+    import numpy as np
+
+    from keras_relmem.data import lte
+
+    data = lte.examples(2, task, length, nesting, seed=0)
+    logs = []
+    for rows in (slice(0, 1), slice(0, 2)):
+        logs.append(_predict_log(name, "serving_default", {"program": data["program"][rows]}))
+        logs.append(_predict_log(name, "answer", {"program": np.array(data["program_text"][rows], dtype=object)}))
+    return logs
+
+
+def export_lte(model, task, length, nesting, base_dir, name="lte", version=None):
+    """Export a Learning to Execute model (`ReadThenWrite`) for TF Serving.
+
+    Signatures:
+
+    - `serving_default(program int32 (b, t))`: character ids (0 after the
+      end) in; `answer_ids (b, answer_length)` (the written characters, one
+      end mark, then whatever the model writes after it) and
+      `character_probabilities (b, answer_length)` (the probability of each
+      written character) out.
+    - `answer(program string (b,))`: the program's text in (characters
+      outside the grammar become `<unk>`); `answer` (b,) strings (the
+      characters before the first end mark) and `character_probabilities`
+      out.
+
+    The character table is a constant of the graph (its characters include
+    newline, which a one-token-per-line asset cannot hold).
+
+    Args:
+        model: a trained `ReadThenWrite`.
+        task, length, nesting: the setting it was trained on (warm-up requests).
+        base_dir, name, version: as for `export_babi`.
+
+    Returns:
+        The version directory written.
+
+    Example:
+
+    ```python
+    >>> import keras, tempfile
+    >>> from keras_relmem.data import lte
+    >>> from keras_relmem.models import ReadThenWrite
+    >>> model = ReadThenWrite(keras.layers.LSTM(8, return_sequences=True), len(lte.VOCABULARY),
+    ...                       lte.answer_length("copy", 3, 1), embedding_dim=4)
+    >>> export_lte(model, "copy", 3, 1, tempfile.mkdtemp(), name="lte_copy").name
+    '1'
+
+    ```
+    """
+    import tensorflow as tf
+
+    from keras_relmem.data import lte
+
+    path = version_dir(base_dir, name, version)
+    chars = tf.constant(list(lte.CHARACTERS))
+    ids_of = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(chars, tf.range(3, 3 + len(lte.CHARACTERS), dtype=tf.int32)),
+        default_value=lte.UNK,
+    )
+    # Id -> text: padding and the end mark write nothing (they end the answer), unknown writes "?".
+    text_of = tf.constant(["", "", "?", *lte.CHARACTERS])
+    archive = keras.export.ExportArchive()
+    archive.track(model)
+    archive.track(ids_of)
+
+    def write(program):
+        program = _checked_ids(program, len(lte.VOCABULARY), "program")
+        probabilities = tf.nn.softmax(tf.cast(model(program, training=False), tf.float32), axis=-1)
+        ids = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+        return {"answer_ids": ids, "character_probabilities": tf.reduce_max(probabilities, axis=-1)}
+
+    def answer(program):
+        ids = tf.ragged.map_flat_values(ids_of.lookup, tf.strings.unicode_split(program, "UTF-8"))
+        outputs = write(ids.to_tensor(lte.PAD))
+        written = outputs["answer_ids"]
+        before_end = tf.math.cumprod(tf.cast((written != lte.PAD) & (written != lte.EOS), tf.int32), axis=1)
+        characters = tf.where(before_end > 0, tf.gather(text_of, written), "")
+        return {"answer": tf.strings.reduce_join(characters, axis=1),
+                "character_probabilities": outputs["character_probabilities"]}
+
+    archive.add_endpoint("serving_default", write,
+                         input_signature=[tf.TensorSpec((None, None), tf.int32, "program")])
+    archive.add_endpoint("answer", answer, input_signature=[tf.TensorSpec((None,), tf.string, "program")])
+    return _write_atomically(archive, path, _lte_warmup(task, length, nesting, name))

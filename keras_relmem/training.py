@@ -229,6 +229,7 @@ def run_fit(
     schedule=None,
     callbacks=(),
     verbose="auto",
+    steps_per_epoch=None,
 ):
     """`model.fit` with checkpoints, resumption, logs and a metrics file.
 
@@ -245,6 +246,7 @@ def run_fit(
         schedule: optional `epoch -> learning rate` function.
         callbacks: more Keras callbacks.
         verbose: Keras' progress bar setting.
+        steps_per_epoch: batches per epoch of an endless `train` dataset.
 
     Returns:
         The `MetricsJSON` record (`{"epochs": [...], "starts": [...]}`).
@@ -294,6 +296,7 @@ def run_fit(
         epochs=epochs,
         callbacks=all_callbacks,
         verbose=verbose,
+        steps_per_epoch=steps_per_epoch,
         shuffle=False,  # the datasets shuffle themselves
     )
     return metrics.record

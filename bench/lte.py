@@ -1,0 +1,223 @@
+"""Learning to Execute: the RMC paper's Table 1 with our RMC, our EntNet cell and an LSTM (Santoro et al. 2018, §4.4).
+
+One run is one task, one model, one seed, trained in rounds of fresh examples
+(`--steps-per-round` batches, drawn from the round's own seed, so a resumed
+run sees the data it would have seen) until `--budget-minutes` of training
+time are spent: by default 240 for Program and 60 for the other five tasks.
+After every round the run is tested on the fixed test set of the target
+setting (per-character accuracy and solved answers) and saved under
+`--workdir/<task>/<model>/seed<seed>`; a rerun continues. The model, its
+optimizer and its curriculum are `tasks/train_lte.py`'s (every flag this
+bench does not know is passed to it, e.g. `--learning-rate 3e-4` or
+`--units 512`), so `python tasks/train_lte.py --task T --model M` trains the
+same model on the same kind of data.
+
+`bench/results/lte.json` holds every run under `runs` and, computed from
+them, `tasks`: `{task: {model: {"accuracy": median over seeds, "solved",
+"examples", "minutes", "seeds": {seed: accuracy}}}}` and `comparisons`:
+each task's RMC and LSTM at equal training examples and at equal minutes.
+
+Usage (one core per run, two side by side):
+    python -m bench.lte --task copy --model rmc --threads 1 &
+    python -m bench.lte --task copy --model lstm --threads 1 &
+    python -m bench.lte --report
+"""
+
+import argparse
+import os
+import pathlib
+import statistics
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from bench.budget import saved_curve, train_within_budget  # noqa: E402
+from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
+from bench.results import RESULTS_DIR, read_results, update_results  # noqa: E402
+from keras_relmem.data import lte  # noqa: E402
+
+RESULTS = RESULTS_DIR / "lte.json"
+# Santoro et al. 2018, Table 1: per-character test accuracy (%), literal length 5, nesting 2.
+PAPER = {
+    "lstm": {"add": 99.8, "control": 97.4, "program": 66.1, "copy": 99.8, "reverse": 99.7, "double": 99.7},
+    "entnet": {"add": 98.4, "control": 98.0, "program": 73.4, "copy": 91.8, "reverse": 100.0, "double": 62.3},
+    "rmc": {"add": 99.9, "control": 99.6, "program": 79.0, "copy": 100.0, "reverse": 100.0, "double": 99.8},
+}
+MODELS = ("rmc", "lstm", "entnet")
+BUDGET_MINUTES = {"program": 240.0}  # the issue's budgets: 4 hours for Program, 1 for the others
+DEFAULT_BUDGET = 60.0
+
+
+def _bench_parser():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)
+    parser.add_argument("--task", choices=lte.TASKS, default="program")
+    parser.add_argument("--model", choices=MODELS, default="rmc")
+    parser.add_argument("--name", default=None, help="the run's key (default: TASK/MODEL/seedSEED)")
+    parser.add_argument("--budget-minutes", type=float, default=None,
+                        help="training minutes (default: 240 for program, 60 for the other tasks)")
+    parser.add_argument("--steps-per-round", type=int, default=100)
+    parser.add_argument("--test-examples", type=int, default=1000)
+    return add_bench_arguments(parser, "runs/bench_lte", RESULTS, "print the tables from the JSON")
+
+
+def parse_args(argv=None):
+    """The bench's own flags, and every other flag parsed by `tasks/train_lte.py`'s parser, in one namespace."""
+    from keras_relmem.tasks import lte as lte_task
+
+    bench = _bench_parser()
+    args, rest = bench.parse_known_args(argv)
+    task_parser = lte_task.build_parser()
+    if "-h" in rest or "--help" in rest:
+        argparse.ArgumentParser(description=__doc__.splitlines()[0], parents=[bench]).print_help()
+        print("\nAny other flag of tasks/train_lte.py (model, optimizer, curriculum) is passed to it:")
+        task_parser.print_help()
+        raise SystemExit(0)
+    ours = {a.dest for a in bench._actions}
+    task_args = task_parser.parse_args(rest + ["--task", args.task, "--model", args.model])
+    for key, value in vars(task_args).items():
+        if key not in ours:
+            setattr(args, key, value)
+    if args.budget_minutes is None:
+        args.budget_minutes = BUDGET_MINUTES.get(args.task, DEFAULT_BUDGET)
+    return args
+
+
+# Task-script flags that are about the task script's own run (checkpoints, export), not the model.
+NOT_RECORDED = ("strategy", "workdir", "resume", "logdir", "export_dir", "no_export", "max_steps",
+                "max_eval_steps", "verbose", "epochs", "steps_per_epoch", "jit_compile")
+
+
+def run(args):
+    limit_threads(args.threads)
+    import keras
+
+    from keras_relmem.tasks import lte as lte_task
+
+    keras.utils.set_random_seed(args.seed)
+    name = args.name or f"{args.task}/{args.model}/seed{args.seed}"
+    workdir = pathlib.Path(args.workdir) / name
+    setting = (args.task, args.length, args.nesting)
+    test = lte.test_set(*setting, args.test_examples)
+    curve = saved_curve(workdir)
+    level = lte.CurriculumLevel(args.length, args.nesting, args.curriculum, task=args.task,
+                                level=curve[-1]["level"] if curve and "level" in curve[-1] else None)
+
+    def train_round(model, index):
+        data = lte.examples(args.steps_per_round * args.batch_size, *setting, seed=[args.seed, index], level=level)
+        history = model.fit(data["program"], data["answer"], batch_size=args.batch_size, epochs=1,
+                            shuffle=False, verbose=0)
+        lte_task.advance_if_mastered(model, level, args.task, args.advance_at, seed=[args.seed, index, 7])
+        return {"train_accuracy": round(100 * history.history["character_accuracy"][-1], 2),
+                "level": list(level.level)}
+
+    def evaluate(model):
+        accuracy, solved = lte_task.accuracy_at(model, test)
+        return {"accuracy": round(100 * accuracy, 2), "solved": round(100 * solved, 2)}
+
+    examples_per_round = args.steps_per_round * args.batch_size
+
+    def summary(curve):
+        return {
+            "task": args.task, "model": args.model, "seed": args.seed,
+            "accuracy": curve[-1]["accuracy"], "solved": curve[-1]["solved"],
+            "best_accuracy": max(e["accuracy"] for e in curve),
+            "minutes": curve[-1]["minutes"], "examples": len(curve) * examples_per_round,
+            "curve": [{"examples": (i + 1) * examples_per_round,
+                       **{k: e[k] for k in ("minutes", "train_accuracy", "accuracy", "solved", "level") if k in e}}
+                      for i, e in enumerate(curve)],
+        }
+
+    arguments = run_arguments(args, "name", *NOT_RECORDED)
+
+    def record(result):
+        def change(results):
+            results.setdefault("runs", {})[name] = result
+            results.setdefault("args", {})[f"runs/{name}"] = arguments
+            summarize(results)
+
+        update_results(args.results, change)
+
+    def on_round(curve):  # an unfinished budget shows its progress
+        if curve[-1]["minutes"] < args.budget_minutes:
+            record({"complete": False, **summary(curve)})
+
+    curve, model = train_within_budget(
+        lambda: lte_task.build_model(args), train_round, evaluate, workdir, args.budget_minutes,
+        describe=lambda e: (f"{name} round {e['round']:3d}  {e['minutes']:6.1f} min  level {e['level']}  "
+                            f"train {e['train_accuracy']:5.1f}%  test {e['accuracy']:5.1f}% chars, "
+                            f"{e['solved']:5.1f}% solved"),
+        on_round=on_round,
+    )
+    result = {"complete": True, "parameters": int(model.count_params()), **summary(curve)}
+    record(result)
+    print(f"{name}: {result['accuracy']:.1f}% of characters, {result['solved']:.1f}% solved after "
+          f"{result['minutes']:.1f} training minutes ({result['examples']:,d} examples)")
+
+
+def _at(run, key, limit, metric="accuracy"):
+    """`run`'s `metric` at the end of the first round whose `key` (examples or minutes) reaches `limit`."""
+    return next((row[metric] for row in run["curve"] if row[key] >= limit), None)
+
+
+def summarize(results):
+    """Fill `results["tasks"]` and `results["comparisons"]` from `results["runs"]` (in place)."""
+    tasks, comparisons = {}, {}
+    for run in results.get("runs", {}).values():
+        tasks.setdefault(run["task"], {}).setdefault(run["model"], []).append(run)
+    for task, models in tasks.items():
+        for model, runs in models.items():
+            runs.sort(key=lambda r: r["seed"])
+            models[model] = {
+                "accuracy": statistics.median(r["accuracy"] for r in runs),
+                "solved": statistics.median(r["solved"] for r in runs),
+                "examples": statistics.median(r["examples"] for r in runs),
+                "minutes": round(statistics.median(r["minutes"] for r in runs), 1),
+                "complete": all(r.get("complete") for r in runs),
+                "seeds": {str(r["seed"]): r["accuracy"] for r in runs},
+            }
+        if "rmc" in models and "lstm" in models:
+            runs = [r for r in results["runs"].values() if r["task"] == task and r["model"] in ("rmc", "lstm")]
+            comparisons[task] = {}
+            for key in ("examples", "minutes"):
+                limit = min(r[key] for r in runs)
+                comparisons[task][f"equal_{key}"] = {key: limit, **{
+                    model: statistics.median(_at(r, key, limit) for r in runs if r["model"] == model)
+                    for model in ("rmc", "lstm")}}
+    results["tasks"] = {task: tasks[task] for task in lte.TASKS if task in tasks}
+    results["comparisons"] = {task: comparisons[task] for task in lte.TASKS if task in comparisons}
+
+
+def markdown(results):
+    """Per task and model: median test accuracy over seeds, each seed's, solved, examples and minutes, and
+    the paper's; then the RMC against the LSTM at equal examples and at equal minutes."""
+    lines = ["| task | model | per-character accuracy %, median | seeds | solved % | examples | training minutes "
+             "| paper % |", "|" + "---|" * 8]
+    for task, models in results.get("tasks", {}).items():
+        for model in MODELS:
+            if model not in models:
+                continue
+            row = models[model]
+            state = "" if row["complete"] else " (unfinished)"
+            seeds = ", ".join(f"{seed}: {value:.1f}" for seed, value in row["seeds"].items())
+            lines.append(f"| {task} | {model.upper()}{state} | {row['accuracy']:.1f} | {seeds} | {row['solved']:.1f} "
+                         f"| {int(row['examples']):,d} | {row['minutes']:.1f} | {PAPER[model][task]:.1f} |")
+    if results.get("comparisons"):
+        lines += ["", "| task | equal examples: examples, RMC %, LSTM % | equal minutes: minutes, RMC %, LSTM % |",
+                  "|---|---|---|"]
+        for task, c in results["comparisons"].items():
+            e, m = c["equal_examples"], c["equal_minutes"]
+            lines.append(f"| {task} | {int(e['examples']):,d}, {e['rmc']:.1f}, {e['lstm']:.1f} "
+                         f"| {m['minutes']:.1f}, {m['rmc']:.1f}, {m['lstm']:.1f} |")
+    return "\n".join(lines)
+
+
+def report(args):
+    read_results(args.results)  # a clear exit when the bench has not run
+    update_results(args.results, summarize)
+    print(markdown(read_results(args.results)))
+
+
+def main(argv=None):
+    dispatch(parse_args(argv), run, report=report)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""bench/lte.py: runs land under runs/, the table's summary is the median over seeds, and the RMC and the
+LSTM are compared at equal examples and at equal minutes."""
+
+import json
+
+import pytest
+
+from bench import lte as bench_lte
+
+TINY = ["--task", "copy", "--length", "2", "--steps-per-round", "2", "--batch-size", "4", "--test-examples", "20",
+        "--budget-minutes", "0.01", "--embedding-dim", "8", "--mlp-units", "8"]
+
+
+def test_tiny_runs_and_their_summary(tmp_path):
+    results = tmp_path / "lte.json"
+    common = [*TINY, "--workdir", str(tmp_path / "runs"), "--results", str(results)]
+    bench_lte.main(["--model", "rmc", "--mem-slots", "2", "--head-size", "4", "--num-heads", "2", *common])
+    for seed in ("0", "1"):
+        bench_lte.main(["--model", "lstm", "--units", "8", "--seed", seed, *common])
+    written = json.loads(results.read_text())
+    assert set(written["runs"]) == {"copy/rmc/seed0", "copy/lstm/seed0", "copy/lstm/seed1"}
+    # the task script's flags are recorded with the run: the bench adds no model option of its own
+    assert written["args"]["runs/copy/lstm/seed1"]["units"] == 8 and written["args"]["runs/copy/rmc/seed0"][
+        "head_size"] == 4
+    lstm = written["tasks"]["copy"]["lstm"]
+    seeds = [written["runs"][f"copy/lstm/seed{s}"]["accuracy"] for s in (0, 1)]
+    assert lstm["seeds"] == {"0": seeds[0], "1": seeds[1]} and lstm["accuracy"] == pytest.approx(sum(seeds) / 2)
+    assert set(written["comparisons"]["copy"]) == {"equal_examples", "equal_minutes"}
+    table = bench_lte.markdown(written)
+    assert "| copy | RMC |" in table and "| 100.0 |" in table  # the paper's copy figure for the RMC
+
+
+def _run(task, model, seed, accuracies, examples_per_round, minutes_per_round):
+    curve = [{"examples": (i + 1) * examples_per_round, "minutes": (i + 1) * minutes_per_round, "accuracy": a,
+              "solved": a / 2} for i, a in enumerate(accuracies)]
+    return {"task": task, "model": model, "seed": seed, "complete": True, "accuracy": accuracies[-1],
+            "solved": accuracies[-1] / 2, "examples": curve[-1]["examples"], "minutes": curve[-1]["minutes"],
+            "curve": curve}
+
+
+def test_equal_examples_and_equal_minutes():
+    # the RMC: 100 examples and 2 minutes a round; the LSTM: 100 examples and 1 minute a round
+    runs = {"rmc": _run("add", "rmc", 0, [10, 50, 80], 100, 2.0),
+            "lstm": _run("add", "lstm", 0, [5, 20, 30, 40, 60, 70], 100, 1.0)}
+    results = {"runs": runs}
+    bench_lte.summarize(results)
+    equal = results["comparisons"]["add"]
+    # at 300 examples (the RMC's all): RMC 80, LSTM after its third round 30
+    assert equal["equal_examples"] == {"examples": 300, "rmc": 80, "lstm": 30}
+    # at 6 minutes (both budgets): RMC 80, LSTM 70
+    assert equal["equal_minutes"] == {"minutes": 6.0, "rmc": 80, "lstm": 70}
+    assert results["tasks"]["add"]["rmc"]["seeds"] == {"0": 80}
