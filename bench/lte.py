@@ -209,10 +209,24 @@ def markdown(results):
     return "\n".join(lines)
 
 
+def draw(results, results_path):
+    """Each task's runs: per-character test accuracy against training examples, beside the results file."""
+    from keras_relmem.viz import panel_curves
+
+    panels = {}
+    for name, run in sorted(results.get("runs", {}).items()):
+        label = f"{run['model'].upper()} seed {run['seed']}" + ("" if run.get("complete") else " (unfinished)")
+        panels.setdefault(run["task"], {})[label] = run["curve"]
+    order = {task: panels[task] for task in lte.TASKS if task in panels}
+    return panel_curves(order, "examples", "accuracy", "training examples", "test accuracy (%)",
+                        "Learning to Execute: per-character test accuracy", pathlib.Path(results_path).with_suffix(".png"))
+
+
 def report(args):
     read_results(args.results)  # a clear exit when the bench has not run
-    update_results(args.results, summarize)
-    print(markdown(read_results(args.results)))
+    results = update_results(args.results, summarize)
+    print(markdown(results))
+    print(f"Wrote {draw(results, args.results)}")
 
 
 def main(argv=None):

@@ -196,6 +196,43 @@ def budget_curves(curves, key, ylabel, title, path, log_y=False, dashed=None):
     return _save(fig, path)
 
 
+def panel_curves(panels, x, key, xlabel, ylabel, title, path, columns=3):
+    """One small plot per panel (e.g. per task), each with a curve per run, `key` against `x`.
+
+    Args:
+        panels: `{panel title: {label: [{x: value, key: value, ...}, ...]}}`.
+        x, key: the curve entries' keys for the two axes (e.g. `"examples"`, `"accuracy"`).
+        xlabel, ylabel, title: axis labels and the figure's title.
+        path: PNG to write.
+        columns: panels per row.
+
+    Example:
+
+    >>> import tempfile, os
+    >>> curves = {"copy": {"RMC": [{"examples": 1, "acc": 30}, {"examples": 2, "acc": 90}]}}
+    >>> panel_curves(curves, "examples", "acc", "examples", "accuracy (%)", "demo",
+    ...              os.path.join(tempfile.mkdtemp(), "p.png")).name
+    'p.png'
+    """
+    plt = _pyplot()
+    rows = -(-len(panels) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.4 * columns, 2.6 * rows), squeeze=False)
+    for ax, (name, curves) in zip(axes.flat, panels.items()):
+        for label, curve in curves.items():
+            ax.plot([e[x] for e in curve], [e[key] for e in curve], label=label)
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
 def hops_per_task(hops, path, title="Mean hops per task", highlight=(), facts=None):
     """A bar per task of the mean number of hops an adaptive model took.
 
