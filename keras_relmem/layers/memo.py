@@ -545,10 +545,20 @@ class MEMO(keras.layers.Layer):
             halted = ops.logical_or(halted, stop)
             return t + 1, q, attention, coverage + attention, state, final, halted, hops, mass
 
-        _, _, _, _, _, final, _, hops, _ = ops.while_loop(
-            cond, body, (ops.convert_to_tensor(0, "int32"), q0, previous0, ops.zeros_like(previous0), state0,
-                         final0, halted0, hops0, mass0)
-        )
+        loop_vars = (ops.convert_to_tensor(0, "int32"), q0, previous0, ops.zeros_like(previous0), state0,
+                     final0, halted0, hops0, mass0)
+        if training:
+            # Gradients may be taken: a Python loop over the `max_hops` hops, which every backend can
+            # differentiate (JAX cannot reverse-differentiate `lax.while_loop`). Hops after every row has
+            # halted change neither `final` nor `hops`, so the outputs are the early-exit loop's.
+            for _ in range(self.max_hops):
+                loop_vars = body(*loop_vars)
+            final, hops = loop_vars[5], loop_vars[7]
+        else:
+            # Bounded by max_hops so that XLA (jit_compile=True on TensorFlow) can compile it; it still
+            # stops early once every row has halted.
+            _, _, _, _, _, final, _, hops, _ = ops.while_loop(cond, body, loop_vars,
+                                                              maximum_iterations=self.max_hops)
         if self.halting == "act":
             final = ops.log(ops.maximum(final, 1e-12))
         return final, hops

@@ -421,3 +421,36 @@ def test_sum_fact_items_is_one_item_per_fact(word_ids):
     expected, _ = model.memo([summed.astype("float32"), question.astype("float32")])
     assert_close(logits, expected, atol=1e-5)
     assert MEMOClassifier.from_config(model.get_config()).sum_fact_items
+
+
+@pytest.mark.parametrize("halting", ["reinforce", "act"])
+def test_training_path_gives_the_early_exit_loops_outputs(halting):
+    """With gradients possible (training=True) the hops run as a bounded Python loop; its answers and hop
+    counts must be the inference loop's, which stops once every row has halted."""
+    facts, query = inputs(3)
+    facts = np.concatenate([facts, facts[::-1] * 2.0])  # four rows, so that rows halt at different hops
+    query = np.concatenate([query, -query])
+    memo = make_memo(halting=halting, max_hops=5, halting_threshold=0.5)
+    randomize_weights(memo, seed=8, scale=0.5)  # rows halt after 3 and 4 hops (both modes)
+    logits, hops = memo([facts, query], training=False)
+    logits_t, hops_t = memo([facts, query], training=True)  # no dropout in make_memo: the same computation
+    assert len(set(keras.ops.convert_to_numpy(hops).tolist())) > 1, "the test needs rows halting apart"
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(hops_t), keras.ops.convert_to_numpy(hops))
+    assert_close(logits_t, logits, atol=1e-5)
+
+
+def test_adaptive_halting_trains_in_fit_with_jit_compile():
+    """A user's model with MEMO(halting="reinforce") trains in `fit` compiled (XLA on TensorFlow, jax.jit on
+    JAX): the training loop is bounded and differentiable on every backend."""
+    facts, query = inputs(5)
+    f_in, q_in = keras.Input(facts.shape[1:]), keras.Input(query.shape[1:])
+    memo = MEMO(num_answers=A, key_size=D, num_heads=H, max_hops=3, answer_units=6, halting="reinforce")
+    logits, _ = memo([f_in, q_in])
+    model = keras.Model([f_in, q_in], logits)
+    model.compile(keras.optimizers.Adam(1e-2), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  jit_compile=jit_compile_for_backend())
+    before = [keras.ops.convert_to_numpy(w).copy() for w in memo.trainable_weights]
+    history = model.fit([facts, query], np.array([1, 3]), epochs=3, batch_size=2, verbose=0)
+    assert np.isfinite(history.history["loss"]).all() and history.history["loss"][-1] < history.history["loss"][0]
+    after = [keras.ops.convert_to_numpy(w) for w in memo.trainable_weights]
+    assert any(not np.allclose(b, a) for b, a in zip(before, after))
