@@ -214,12 +214,13 @@ def draw(results, results_path):
     from keras_relmem.viz import panel_curves
 
     panels = {}
-    for name, run in sorted(results.get("runs", {}).items()):
+    for _, run in sorted(results.get("runs", {}).items()):
         label = f"{run['model'].upper()} seed {run['seed']}" + ("" if run.get("complete") else " (unfinished)")
         panels.setdefault(run["task"], {})[label] = run["curve"]
     order = {task: panels[task] for task in lte.TASKS if task in panels}
     return panel_curves(order, "examples", "accuracy", "training examples", "test accuracy (%)",
-                        "Learning to Execute: per-character test accuracy", pathlib.Path(results_path).with_suffix(".png"))
+                        "Learning to Execute: per-character test accuracy",
+                        pathlib.Path(results_path).with_suffix(".png"))
 
 
 def report(args):

@@ -95,8 +95,28 @@ def _answer_positions(y_true):
     return ops.logical_and(ops.not_equal(y_true, PAD), ops.not_equal(y_true, EOS))
 
 
+class _Share(keras.metrics.Metric):
+    """A ratio of two counts summed over batches; subclasses say what they count."""
+
+    def __init__(self, name, **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.counted = self.add_variable((), initializer="zeros", name="counted")
+        self.total = self.add_variable((), initializer="zeros", name="total")
+
+    def counts(self, y_true, y_pred):
+        raise NotImplementedError
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        counted, total = self.counts(y_true, y_pred)
+        self.counted.assign_add(ops.cast(counted, "float32"))
+        self.total.assign_add(ops.cast(total, "float32"))
+
+    def result(self):
+        return ops.divide_no_nan(self.counted, self.total)
+
+
 @keras.saving.register_keras_serializable(package="keras_relmem")
-class CharacterAccuracy(keras.metrics.Metric):
+class CharacterAccuracy(_Share):
     """Share of the answers' characters predicted right (the end mark and padding excluded).
 
     Example:
@@ -115,21 +135,15 @@ class CharacterAccuracy(keras.metrics.Metric):
 
     def __init__(self, name="character_accuracy", **kwargs):
         super().__init__(name=name, **kwargs)
-        self.correct = self.add_variable((), initializer="zeros", name="correct")
-        self.total = self.add_variable((), initializer="zeros", name="total")
 
-    def update_state(self, y_true, y_pred, sample_weight=None):
+    def counts(self, y_true, y_pred):
         answer = ops.cast(_answer_positions(y_true), "float32")
         right = ops.cast(ops.equal(ops.argmax(y_pred, axis=-1), ops.cast(y_true, "int32")), "float32")
-        self.correct.assign_add(ops.sum(right * answer))
-        self.total.assign_add(ops.sum(answer))
-
-    def result(self):
-        return ops.divide_no_nan(self.correct, self.total)
+        return ops.sum(right * answer), ops.sum(answer)
 
 
 @keras.saving.register_keras_serializable(package="keras_relmem")
-class SolvedRate(keras.metrics.Metric):
+class SolvedRate(_Share):
     """Share of answers whose every character is right (Sonnet's "solved"; the end mark is not counted).
 
     Example:
@@ -148,18 +162,12 @@ class SolvedRate(keras.metrics.Metric):
 
     def __init__(self, name="solved", **kwargs):
         super().__init__(name=name, **kwargs)
-        self.solved = self.add_variable((), initializer="zeros", name="solved")
-        self.count = self.add_variable((), initializer="zeros", name="count")
 
-    def update_state(self, y_true, y_pred, sample_weight=None):
+    def counts(self, y_true, y_pred):
         answer = _answer_positions(y_true)
         wrong = ops.logical_and(answer, ops.not_equal(ops.argmax(y_pred, axis=-1), ops.cast(y_true, "int32")))
         solved = ops.logical_not(ops.any(wrong, axis=-1))
-        self.solved.assign_add(ops.sum(ops.cast(solved, "float32")))
-        self.count.assign_add(ops.cast(ops.shape(solved)[0], "float32"))
-
-    def result(self):
-        return ops.divide_no_nan(self.solved, self.count)
+        return ops.sum(ops.cast(solved, "float32")), ops.shape(solved)[0]
 
 
 def answer_loss():
