@@ -50,7 +50,9 @@ def _bench_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)
     parser.add_argument("--task", choices=lte.TASKS, default="program")
     parser.add_argument("--model", choices=MODELS, default="rmc")
-    parser.add_argument("--name", default=None, help="the run's key (default: TASK/MODEL/seedSEED)")
+    parser.add_argument("--label", default=None,
+                        help="the run's row in the table (default: the model), e.g. lstm_u512 for one point of a "
+                             "tuning grid; runs are keyed TASK/LABEL/seedSEED")
     parser.add_argument("--budget-minutes", type=float, default=None,
                         help="training minutes (default: 240 for program, 60 for the other tasks)")
     parser.add_argument("--steps-per-round", type=int, default=100)
@@ -92,7 +94,8 @@ def run(args):
     from keras_relmem.tasks import lte as lte_task
 
     keras.utils.set_random_seed(args.seed)
-    name = args.name or f"{args.task}/{args.model}/seed{args.seed}"
+    label = args.label or args.model
+    name = f"{args.task}/{label}/seed{args.seed}"
     workdir = pathlib.Path(args.workdir) / name
     setting = (args.task, args.length, args.nesting)
     test = lte.test_set(*setting, args.test_examples)
@@ -116,7 +119,7 @@ def run(args):
 
     def summary(curve):
         return {
-            "task": args.task, "model": args.model, "seed": args.seed,
+            "task": args.task, "model": args.model, "label": label, "seed": args.seed,
             "accuracy": curve[-1]["accuracy"], "solved": curve[-1]["solved"],
             "best_accuracy": max(e["accuracy"] for e in curve),
             "minutes": curve[-1]["minutes"], "examples": len(curve) * examples_per_round,
@@ -125,7 +128,7 @@ def run(args):
                       for i, e in enumerate(curve)],
         }
 
-    arguments = run_arguments(args, "name", *NOT_RECORDED)
+    arguments = run_arguments(args, *NOT_RECORDED)
 
     def record(result):
         def change(results):
@@ -158,10 +161,13 @@ def _at(run, key, limit, metric="accuracy"):
 
 
 def summarize(results):
-    """Fill `results["tasks"]` and `results["comparisons"]` from `results["runs"]` (in place)."""
+    """Fill `results["tasks"]` and `results["comparisons"]` from `results["runs"]` (in place).
+
+    Runs are grouped by task and label (the model unless `--label` named a variant, such as one point of
+    a tuning grid); the comparisons are between the rows labelled `rmc` and `lstm`."""
     tasks, comparisons = {}, {}
     for run in results.get("runs", {}).values():
-        tasks.setdefault(run["task"], {}).setdefault(run["model"], []).append(run)
+        tasks.setdefault(run["task"], {}).setdefault(run.get("label", run["model"]), []).append(run)
     for task, models in tasks.items():
         for model, runs in models.items():
             runs.sort(key=lambda r: r["seed"])
@@ -172,14 +178,16 @@ def summarize(results):
                 "minutes": round(statistics.median(r["minutes"] for r in runs), 1),
                 "complete": all(r.get("complete") for r in runs),
                 "seeds": {str(r["seed"]): r["accuracy"] for r in runs},
+                "model": runs[0]["model"],
             }
         if "rmc" in models and "lstm" in models:
-            runs = [r for r in results["runs"].values() if r["task"] == task and r["model"] in ("rmc", "lstm")]
+            runs = [r for r in results["runs"].values()
+                    if r["task"] == task and r.get("label", r["model"]) in ("rmc", "lstm")]
             comparisons[task] = {}
             for key in ("examples", "minutes"):
                 limit = min(r[key] for r in runs)
                 comparisons[task][f"equal_{key}"] = {key: limit, **{
-                    model: statistics.median(_at(r, key, limit) for r in runs if r["model"] == model)
+                    model: statistics.median(_at(r, key, limit) for r in runs if r.get("label", r["model"]) == model)
                     for model in ("rmc", "lstm")}}
     results["tasks"] = {task: tasks[task] for task in lte.TASKS if task in tasks}
     results["comparisons"] = {task: comparisons[task] for task in lte.TASKS if task in comparisons}
@@ -190,15 +198,15 @@ def markdown(results):
     the paper's; then the RMC against the LSTM at equal examples and at equal minutes."""
     lines = ["| task | model | per-character accuracy %, median | seeds | solved % | examples | training minutes "
              "| paper % |", "|" + "---|" * 8]
-    for task, models in results.get("tasks", {}).items():
-        for model in MODELS:
-            if model not in models:
-                continue
-            row = models[model]
+    for task, rows in results.get("tasks", {}).items():
+        # the models' own rows first (RMC, LSTM, EntNet), then the variants by label
+        for label in sorted(rows, key=lambda label: (MODELS.index(label) if label in MODELS else len(MODELS), label)):
+            row = rows[label]
             state = "" if row["complete"] else " (unfinished)"
             seeds = ", ".join(f"{seed}: {value:.1f}" for seed, value in row["seeds"].items())
-            lines.append(f"| {task} | {model.upper()}{state} | {row['accuracy']:.1f} | {seeds} | {row['solved']:.1f} "
-                         f"| {int(row['examples']):,d} | {row['minutes']:.1f} | {PAPER[model][task]:.1f} |")
+            paper = f"{PAPER[label][task]:.1f}" if label in MODELS else ""
+            lines.append(f"| {task} | {label.upper()}{state} | {row['accuracy']:.1f} | {seeds} | {row['solved']:.1f} "
+                         f"| {int(row['examples']):,d} | {row['minutes']:.1f} | {paper} |")
     if results.get("comparisons"):
         lines += ["", "| task | equal examples: examples, RMC %, LSTM % | equal minutes: minutes, RMC %, LSTM % |",
                   "|---|---|---|"]

@@ -17,8 +17,10 @@ def test_tiny_runs_and_their_summary(tmp_path):
     bench_lte.main(["--model", "rmc", "--mem-slots", "2", "--head-size", "4", "--num-heads", "2", *common])
     for seed in ("0", "1"):
         bench_lte.main(["--model", "lstm", "--units", "8", "--seed", seed, *common])
+    bench_lte.main(["--model", "lstm", "--label", "lstm_u12", "--units", "12", *common])  # a tuning point
     written = json.loads(results.read_text())
-    assert set(written["runs"]) == {"copy/rmc/seed0", "copy/lstm/seed0", "copy/lstm/seed1"}
+    assert set(written["runs"]) == {"copy/rmc/seed0", "copy/lstm/seed0", "copy/lstm/seed1", "copy/lstm_u12/seed0"}
+    assert set(written["tasks"]["copy"]) == {"rmc", "lstm", "lstm_u12"}
     # the task script's flags are recorded with the run: the bench adds no model option of its own
     assert written["args"]["runs/copy/lstm/seed1"]["units"] == 8 and written["args"]["runs/copy/rmc/seed0"][
         "head_size"] == 4
@@ -26,8 +28,10 @@ def test_tiny_runs_and_their_summary(tmp_path):
     seeds = [written["runs"][f"copy/lstm/seed{s}"]["accuracy"] for s in (0, 1)]
     assert lstm["seeds"] == {"0": seeds[0], "1": seeds[1]} and lstm["accuracy"] == pytest.approx(sum(seeds) / 2)
     assert set(written["comparisons"]["copy"]) == {"equal_examples", "equal_minutes"}
-    table = bench_lte.markdown(written)
-    assert "| copy | RMC |" in table and "| 100.0 |" in table  # the paper's copy figure for the RMC
+    table = bench_lte.markdown(written).splitlines()
+    assert table[2].startswith("| copy | RMC |") and table[2].endswith("| 100.0 |")  # the paper's RMC copy figure
+    assert table[3].startswith("| copy | LSTM |") and table[4].startswith("| copy | LSTM_U12 |")
+    assert table[4].endswith("|  |")  # a variant has no paper figure
 
 
 def _run(task, model, seed, accuracies, examples_per_round, minutes_per_round):
