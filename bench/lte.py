@@ -160,6 +160,16 @@ def _at(run, key, limit, metric="accuracy"):
     return next((row[metric] for row in run["curve"] if row[key] >= limit), None)
 
 
+def _first_at(run, accuracy):
+    """Training examples at the end of `run`'s first round whose test accuracy reaches `accuracy`, or None."""
+    return next((row["examples"] for row in run["curve"] if row["accuracy"] >= accuracy), None)
+
+
+def _median_or_none(values):
+    """The median of `values`, or None when any is None (a seed that has not got there)."""
+    return None if any(v is None for v in values) else statistics.median(values)
+
+
 def summarize(results):
     """Fill `results["tasks"]` and `results["comparisons"]` from `results["runs"]` (in place).
 
@@ -179,6 +189,8 @@ def summarize(results):
                 "complete": all(r.get("complete") for r in runs),
                 "seeds": {str(r["seed"]): r["accuracy"] for r in runs},
                 "model": runs[0]["model"],
+                # how soon a task is learnt: examples until the test accuracy first reaches 99% (None: not yet)
+                "examples_to_99": _median_or_none([_first_at(r, 99.0) for r in runs]),
             }
         if "rmc" in models and "lstm" in models:
             runs = [r for r in results["runs"].values()

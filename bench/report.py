@@ -103,7 +103,7 @@ class Claim:
     entry: str
 
 
-STATUSES = ("reproduced", "close", "not reproduced on this hardware")
+STATUSES = ("reproduced", "close", "not reproduced on this hardware", "unfinished")
 
 
 def load_claims(path=CATALOGUE_FILE):

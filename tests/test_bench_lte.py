@@ -54,3 +54,13 @@ def test_equal_examples_and_equal_minutes():
     # at 6 minutes (both budgets): RMC 80, LSTM 70
     assert equal["equal_minutes"] == {"minutes": 6.0, "rmc": 80, "lstm": 70}
     assert results["tasks"]["add"]["rmc"]["seeds"] == {"0": 80}
+
+
+def test_examples_to_99_is_the_first_round_there_and_none_until_every_seed_is():
+    runs = {"a": _run("copy", "rmc", 0, [50, 99.2, 98, 100], 100, 1.0),
+            "b": _run("copy", "rmc", 1, [99.5, 100], 100, 1.0),
+            "c": _run("copy", "lstm", 0, [10, 20], 100, 1.0)}
+    results = {"runs": runs}
+    bench_lte.summarize(results)
+    assert results["tasks"]["copy"]["rmc"]["examples_to_99"] == 150  # seeds at 200 and 100
+    assert results["tasks"]["copy"]["lstm"]["examples_to_99"] is None
