@@ -160,9 +160,9 @@ def _at(run, key, limit, metric="accuracy"):
     return next((row[metric] for row in run["curve"] if row[key] >= limit), None)
 
 
-def _first_at(run, accuracy):
-    """Training examples at the end of `run`'s first round whose test accuracy reaches `accuracy`, or None."""
-    return next((row["examples"] for row in run["curve"] if row["accuracy"] >= accuracy), None)
+def _label(run):
+    """A run's row: its `--label`, or its model (runs recorded before labels existed have none)."""
+    return run.get("label", run["model"])
 
 
 def _median_or_none(values):
@@ -177,7 +177,7 @@ def summarize(results):
     a tuning grid); the comparisons are between the rows labelled `rmc` and `lstm`."""
     tasks, comparisons = {}, {}
     for run in results.get("runs", {}).values():
-        tasks.setdefault(run["task"], {}).setdefault(run.get("label", run["model"]), []).append(run)
+        tasks.setdefault(run["task"], {}).setdefault(_label(run), []).append(run)
     for task, models in tasks.items():
         for model, runs in models.items():
             runs.sort(key=lambda r: r["seed"])
@@ -190,16 +190,15 @@ def summarize(results):
                 "seeds": {str(r["seed"]): r["accuracy"] for r in runs},
                 "model": runs[0]["model"],
                 # how soon a task is learnt: examples until the test accuracy first reaches 99% (None: not yet)
-                "examples_to_99": _median_or_none([_first_at(r, 99.0) for r in runs]),
+                "examples_to_99": _median_or_none([_at(r, "accuracy", 99.0, metric="examples") for r in runs]),
             }
         if "rmc" in models and "lstm" in models:
-            runs = [r for r in results["runs"].values()
-                    if r["task"] == task and r.get("label", r["model"]) in ("rmc", "lstm")]
+            runs = [r for r in results["runs"].values() if r["task"] == task and _label(r) in ("rmc", "lstm")]
             comparisons[task] = {}
             for key in ("examples", "minutes"):
                 limit = min(r[key] for r in runs)
                 comparisons[task][f"equal_{key}"] = {key: limit, **{
-                    model: statistics.median(_at(r, key, limit) for r in runs if r.get("label", r["model"]) == model)
+                    model: statistics.median(_at(r, key, limit) for r in runs if _label(r) == model)
                     for model in ("rmc", "lstm")}}
     results["tasks"] = {task: tasks[task] for task in lte.TASKS if task in tasks}
     results["comparisons"] = {task: comparisons[task] for task in lte.TASKS if task in comparisons}

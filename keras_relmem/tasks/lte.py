@@ -19,8 +19,6 @@ import os
 import pathlib
 import sys
 
-import numpy as np
-
 from keras_relmem.data import lte
 from keras_relmem.tasks import common
 
@@ -82,12 +80,14 @@ def build_model(args):
 
 
 def accuracy_at(model, data, batch_size=250):
-    """(per-character accuracy, solved rate) of `model` on `lte.examples` arrays, computed with NumPy."""
+    """(per-character accuracy, solved rate) of `model` on `lte.examples` arrays: the model's own metrics."""
+    from keras_relmem.models.seq2seq import answer_metrics
+
     logits = model.predict(data["program"], batch_size=batch_size, verbose=0)
-    predicted, answer = np.argmax(logits, axis=-1), data["answer"]
-    positions = (answer != lte.PAD) & (answer != lte.EOS)
-    right = (predicted == answer) & positions
-    return float(right.sum() / positions.sum()), float(np.mean((right == positions).all(axis=-1)))
+    metrics = answer_metrics()
+    for metric in metrics:
+        metric.update_state(data["answer"], logits)
+    return tuple(float(metric.result()) for metric in metrics)
 
 
 def advance_if_mastered(model, level, task, threshold, seed, probe_examples=256):
