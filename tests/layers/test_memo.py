@@ -449,8 +449,13 @@ def test_adaptive_halting_trains_in_fit_with_jit_compile():
     model = keras.Model([f_in, q_in], logits)
     model.compile(keras.optimizers.Adam(1e-2), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   jit_compile=jit_compile_for_backend())
+    labels = np.array([1, 3])
     before = [keras.ops.convert_to_numpy(w).copy() for w in memo.trainable_weights]
-    history = model.fit([facts, query], np.array([1, 3]), epochs=3, batch_size=2, verbose=0)
-    assert np.isfinite(history.history["loss"]).all() and history.history["loss"][-1] < history.history["loss"][0]
+    # The training loss is noisy (hops are sampled while training); the inference loss, with its
+    # deterministic halting, is the one that must fall.
+    loss_before = model.evaluate([facts, query], labels, verbose=0)
+    history = model.fit([facts, query], labels, epochs=5, batch_size=2, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    assert model.evaluate([facts, query], labels, verbose=0) < loss_before
     after = [keras.ops.convert_to_numpy(w) for w in memo.trainable_weights]
     assert any(not np.allclose(b, a) for b, a in zip(before, after))
