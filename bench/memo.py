@@ -62,36 +62,6 @@ def apply_halting_arguments(model, args):
     return model
 
 
-def hold_halting_until(model, index, warmup_rounds):
-    """MEMO's halting network learns from round `warmup_rounds` on (rate 0 before, its own rate after).
-
-    Until MEMO can answer, no number of hops earns a reward and the hop cost
-    alone would teach the policy to stop after the first hop. A no-op for
-    models without a REINFORCE halting network.
-    """
-    if getattr(model, "halting_optimizer", None) is not None:
-        rate = 0.0 if index < warmup_rounds else model.halting_learning_rate
-        model.halting_optimizer.learning_rate.assign(rate)
-
-
-def answer_loss_for_round(model, index, warmup_rounds, warmup_loss, loss):
-    """Train round `index` with `warmup_loss` while the halting network waits, then with `loss`.
-
-    A chain of facts (bAbI task 16) is found only while no early hop is
-    trained to answer, and an early hop must be trained to answer before the
-    policy can learn to stop there: the two phases give each its turn. A
-    change drops the traced training step, which read the old loss. No-op
-    without `warmup_loss` or a REINFORCE halting network.
-    """
-    if not warmup_loss or getattr(model, "halting_optimizer", None) is None:
-        return
-    wanted = warmup_loss if index < warmup_rounds else loss
-    if model.answer_loss != wanted:
-        print(f"round {index}: answer loss {model.answer_loss} -> {wanted}", flush=True)
-        model.answer_loss = wanted
-        model.make_train_function(force=True)  # the traced step reads answer_loss: trace it again
-
-
 def warm_start_memo(model, path):
     """Copy every weight but the halting network's from the saved MEMOClassifier at `path` into `model`.
 

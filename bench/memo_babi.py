@@ -35,13 +35,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from bench.budget import saved_curve, train_within_budget  # noqa: E402
 from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
-from bench.memo import (  # noqa: E402
-    add_halting_arguments,
-    answer_loss_for_round,
-    apply_halting_arguments,
-    halting_settings,
-    hold_halting_until,
-)
+from bench.memo import add_halting_arguments, apply_halting_arguments, halting_settings  # noqa: E402
 from bench.results import RESULTS_DIR, cell, read_results  # noqa: E402
 from bench.timing import seconds_for_steps  # noqa: E402
 from keras_relmem.data.renaming import INTERCHANGEABLE_WORDS  # noqa: E402
@@ -439,15 +433,15 @@ def run(args):
             print(f"halting network re-initialised, gamma {args.gamma}", flush=True)
 
     def train_round(model, index, seed):
-        hold_halting_until(model, index, args.halting_warmup_rounds)
-        answer_loss_for_round(model, index, answer_warmup_rounds(args), args.warmup_answer_loss, args.answer_loss)
-        linear_start_until(model, index, args.linear_start_rounds)
+        check_linear_start(model, args.linear_start_rounds)
         apply_learning_rate(model, learning_rate_for_round(args, index))  # every round, so a resume too
         if index == args.first_tasks_rounds and index:
             print(f"round {index}: curriculum over, training on every task", flush=True)
         ds = train_dataset(data, args, seed=seed * 1000 + index, buckets=not args.no_buckets, index=index)
         start = time.perf_counter()
-        history = model.fit(ds, steps_per_epoch=args.steps_per_round, epochs=1, verbose=0, shuffle=False)
+        # a round is an epoch of fit, so the controls (keras_relmem.callbacks) see the round's index
+        history = model.fit(ds, steps_per_epoch=args.steps_per_round, initial_epoch=index, epochs=index + 1,
+                            callbacks=training_controls(args), verbose=0, shuffle=False)
         seconds = time.perf_counter() - start
         return {
             "examples": (index + 1) * args.steps_per_round * args.batch_size,
@@ -650,22 +644,25 @@ def apply_learning_rate(model, rate):
         print(f"learning rate {before:g} -> {rate:g}", flush=True)
 
 
-def linear_start_until(model, index, rounds):
-    """MEMO reads with linear attention in rounds before `rounds` and with the softmax from then on
-    (set every round, so a resumed run is in the phase its round index says)."""
-    import keras
+def training_controls(args):
+    """The callbacks of a round: the halting network's warm-up, the answer loss's (--warmup-answer-loss)
+    and linear start (--linear-start-rounds), each set by the round's index, so a resumed run is in the
+    phase its round says."""
+    from keras_relmem.callbacks import AnswerLossWarmup, HaltingWarmup, LinearStart
 
-    memo = model.memo
-    if not rounds:
-        return
-    if not memo.linear_start:
+    controls = [HaltingWarmup(args.halting_warmup_rounds)]
+    if args.warmup_answer_loss:
+        controls.append(AnswerLossWarmup(args.warmup_answer_loss, answer_warmup_rounds(args), loss=args.answer_loss))
+    if args.linear_start_rounds:
+        controls.append(LinearStart(args.linear_start_rounds))
+    return controls
+
+
+def check_linear_start(model, rounds):
+    """--linear-start-rounds needs a MEMO built with linear start (a saved model's is fixed)."""
+    if rounds and not model.memo.linear_start:
         raise SystemExit("--linear-start-rounds: the saved MEMO in this --workdir was built without linear "
                          "start; use a new --workdir.")
-    phase = 1.0 if index < rounds else 0.0
-    if float(keras.ops.convert_to_numpy(memo.linear_phase)) != phase:
-        print(f"round {index}: softmax attention" if phase == 0.0 else f"round {index}: linear attention",
-              flush=True)
-    memo.linear_phase.assign(phase)
 
 
 def reset_halting_network(model):

@@ -200,11 +200,13 @@ def run(args):
     def train_round(model, index):
         import numpy as np
 
-        memo_bench.hold_halting_until(model, index, args.halting_warmup)
+        from keras_relmem.callbacks import HaltingWarmup
+
         sequences = current["sequences"] = sequences_at(stages, index)
         data = episodes(args.episodes, sequences, args, seed=args.seed * 100_000 + index)
         start = time.perf_counter()
-        history = model.fit(inputs(data), data["label"], batch_size=args.batch_size, epochs=1, verbose=0)
+        history = model.fit(inputs(data), data["label"], batch_size=args.batch_size, initial_epoch=index,
+                            epochs=index + 1, verbose=0, callbacks=[HaltingWarmup(args.halting_warmup)])
         seconds = time.perf_counter() - start
         return {"sequences": sequences, "episodes": (index + 1) * args.episodes,
                 "learning_rate": float(np.asarray(model.optimizer.learning_rate)),

@@ -152,10 +152,12 @@ def run(args):
     test = graphs(args.test, args, seed=1_000_003)  # seeds of training rounds stay below this
 
     def train_round(model, index):
-        memo_bench.hold_halting_until(model, index, args.halting_warmup)
+        from keras_relmem.callbacks import HaltingWarmup
+
         x, y = training_examples(graphs(args.graphs, args, seed=args.seed * 10_000 + index), args.length)
         start = time.perf_counter()
-        history = model.fit(x, y, batch_size=args.batch_size, epochs=1, verbose=0)
+        history = model.fit(x, y, batch_size=args.batch_size, initial_epoch=index, epochs=index + 1, verbose=0,
+                            callbacks=[HaltingWarmup(args.halting_warmup)])
         seconds = time.perf_counter() - start
         return {"graphs": (index + 1) * args.graphs, "examples_per_s": round(len(y) / seconds, 1),
                 "train_accuracy": round(100 * float(history.history["accuracy"][-1]), 2),

@@ -22,7 +22,10 @@ quiet_commands()
 # oneDNN note) are dropped when this import is what first imports it; every
 # other line it prints is kept (TF_CPP_MIN_LOG_LEVEL=0 keeps them all).
 with quiet_tensorflow() if "tensorflow" not in sys.modules else contextlib.nullcontext():
-    from keras_relmem import models  # noqa: F401  (registers the task models for .keras loading)
+    from keras_relmem import (
+        callbacks,  # noqa: F401  (MEMO's training controls)
+        models,  # noqa: F401  (registers the task models for .keras loading)
+    )
     from keras_relmem.layers import (
         MEMO,
         EntNetCell,

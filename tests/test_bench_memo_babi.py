@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from bench import memo_babi
+from keras_relmem.callbacks import AnswerLossWarmup, HaltingWarmup, LinearStart
 from keras_relmem.data import load_babi
 
 # a MEMO small enough to build in a second
@@ -179,18 +180,20 @@ def test_no_time_builds_memo_without_the_time_item(data):
 
 
 def test_linear_start_rounds_then_the_softmax(data):
-    model = memo_babi.build(memo_babi.parse_args([*SMALL, "--linear-start-rounds", "2"]), data)
+    args = memo_babi.parse_args([*SMALL, "--linear-start-rounds", "2"])
+    model = memo_babi.build(args, data)
+    linear = [c for c in memo_babi.training_controls(args) if isinstance(c, LinearStart)]
+    assert [c.epochs for c in linear] == [2]
+    linear[0].set_model(model)
     phases = []
-    for index in range(4):
-        memo_babi.linear_start_until(model, index, 2)
+    for index in (0, 1, 2, 3, 1):  # the last: a run resumed in its linear rounds goes back to them
+        linear[0].on_epoch_begin(index)
         phases.append(float(model.memo.linear_phase.numpy()))
-    assert phases == [1.0, 1.0, 0.0, 0.0]
-    memo_babi.linear_start_until(model, 1, 2)  # a run resumed in its linear rounds goes back to them
-    assert float(model.memo.linear_phase.numpy()) == 1.0
+    assert phases == [1.0, 1.0, 0.0, 0.0, 1.0]
     plain = memo_babi.build(memo_babi.parse_args(SMALL), data)
-    memo_babi.linear_start_until(plain, 0, 0)  # no linear start asked: nothing to do
+    memo_babi.check_linear_start(plain, 0)  # no linear start asked: nothing to do
     with pytest.raises(SystemExit, match="without linear start"):
-        memo_babi.linear_start_until(plain, 0, 2)
+        memo_babi.check_linear_start(plain, 2)
 
 
 @pytest.mark.parametrize("flag, value", [("--weight-decay", "-0.1"), ("--dropout", "1.0"), ("--time-noise", "-0.1"),
@@ -361,28 +364,27 @@ def test_seeds_are_compared_at_the_shortest_runs_examples():
                          f"| 1 | 2 | 12.0 | 27.00 | 2 | {every1:.2f} | {solved1:.2f} |"]
 
 
-def test_the_warmup_answer_loss_holds_until_the_halting_network_learns(data, capsys):
+def test_the_warmup_answer_loss_holds_until_the_halting_network_learns(data):
     # --warmup-answer-loss last --answer-loss halted+last: hop N's answer alone while the policy waits,
-    # then the halting hop's too; each change drops the traced step, which read the old loss.
+    # then the halting hop's too (tests/test_callbacks.py shows the rebuilt step trains the new loss)
     args = memo_babi.parse_args([*SMALL, "--warmup-answer-loss", "last", "--answer-loss", "halted+last",
                                  "--halting-warmup-rounds", "2"])
     model = memo_babi.build(args, data)
     assert model.answer_loss == "halted+last"
+    controls = memo_babi.training_controls(args)
+    (warmup,) = [c for c in controls if isinstance(c, AnswerLossWarmup)]
+    assert [c.epochs for c in controls if isinstance(c, HaltingWarmup)] == [2]
+    warmup.set_model(model)
     seen = []
     for index in range(4):
         model.train_function = "traced"
-        memo_babi.answer_loss_for_round(model, index, args.halting_warmup_rounds, args.warmup_answer_loss,
-                                        args.answer_loss)
+        warmup.on_epoch_begin(index)
         seen.append((model.answer_loss, "traced" if model.train_function == "traced" else "retraced"))
     # each change builds the step again (make_train_function(force=True)): a new function, not the old one
     assert seen == [("last", "retraced"), ("last", "traced"), ("halted+last", "retraced"), ("halted+last", "traced")]
-    assert capsys.readouterr().out.splitlines() == ["round 0: answer loss halted+last -> last",
-                                                    "round 2: answer loss last -> halted+last"]
-    # without the flag the run's loss holds throughout
+    # without the flag no answer-loss control: the run's loss holds throughout
     plain = memo_babi.parse_args([*SMALL, "--answer-loss", "last"])
-    model = memo_babi.build(plain, data)
-    memo_babi.answer_loss_for_round(model, 0, 2, plain.warmup_answer_loss, plain.answer_loss)
-    assert model.answer_loss == "last"
+    assert not [c for c in memo_babi.training_controls(plain) if isinstance(c, AnswerLossWarmup)]
 
 
 def test_the_answer_warmup_can_end_before_the_halting_warmup(capsys):
