@@ -28,6 +28,30 @@ def add_bench_arguments(parser, workdir, results, report_help="print the table f
     return parser
 
 
+def add_recipe_argument(parser, names, default=None):
+    """--recipe NAME: one of the recipes `names` (of `keras_relmem.recipes`) gives the flags' defaults.
+    Added first, so a recorded run's arguments name the recipe before the flags that override it."""
+    parser.add_argument("--recipe", choices=names, default=default,
+                        help="a named recipe (keras_relmem.recipes) whose settings are the defaults of the other "
+                             "flags; an explicit flag overrides its part (default: %(default)s)")
+    return parser
+
+
+def parse_with_recipe(parser, argv):
+    """Parse `argv` with the defaults of its --recipe (explicit flags still win)."""
+    from keras_relmem import recipes
+
+    name = parser.parse_known_args(argv)[0].recipe
+    if name:
+        settings = dict(recipes.get(name).settings)
+        known = {action.dest for action in parser._actions}
+        unknown = sorted(set(settings) - known)
+        if unknown:  # a recipe naming a flag this command lacks would be silently ignored
+            parser.error(f"--recipe {name} sets {unknown}, which are not flags of this command")
+        parser.set_defaults(**settings)
+    return parser.parse_args(argv)
+
+
 def run_arguments(args, *leave_out):
     """The run's arguments as recorded in its results file (without --report, --results and `leave_out`)."""
     skip = {"report", "results", *leave_out}

@@ -14,17 +14,17 @@ from keras_relmem.models.memo import ANSWER_LOSSES
 def add_halting_arguments(parser):
     """MEMO's REINFORCE options the benches share: --answer-loss, --gamma, --beta, --halting-inputs.
 
-    The defaults are the ones that kept the halting policy from collapsing to
-    one hop on joint bAbI and on PAI (MEMOClassifier's own defaults,
-    "visited" and 0.9, did collapse it: docs/results.md, the PAI and joint bAbI experiments).
+    The defaults are MEMOClassifier's, the ones that kept the halting policy
+    from collapsing to one hop on joint bAbI and on PAI (its defaults before
+    1.0, "visited" and 0.9, did collapse it: docs/results.md).
     """
     parser.add_argument("--answer-loss", choices=ANSWER_LOSSES, default="all",
                         help="hops whose answers the cross-entropy trains (MEMOClassifier's answer_loss); "
                              "'visited' let the policy collapse to one hop; 'last' trains hop N's alone, "
                              "'halted' the sampled halting hop's, 'halted+last' both")
     parser.add_argument("--gamma", type=float, default=1.0,
-                        help="REINFORCE discount (MEMOClassifier's default 0.9 is a 10%%-per-hop cost that made "
-                             "one hop pay on the easy queries); set on a resumed model too")
+                        help="REINFORCE discount (0.9, MEMOClassifier's default before 1.0, is a 10%%-per-hop cost "
+                             "that made one hop pay on the easy queries); set on a resumed model too")
     parser.add_argument("--beta", type=float, default=0.01,
                         help="weight of the expected-hops loss (MEMOClassifier's default 0.01): a cost of 0.01 a "
                              "hop on every query, which can outweigh a hard query type's gain when the policy "

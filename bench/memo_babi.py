@@ -34,7 +34,14 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from bench.budget import saved_curve, train_within_budget  # noqa: E402
-from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
+from bench.cli import (  # noqa: E402
+    add_bench_arguments,
+    add_recipe_argument,
+    dispatch,
+    limit_threads,
+    parse_with_recipe,
+    run_arguments,
+)
 from bench.memo import add_halting_arguments, apply_halting_arguments, halting_settings  # noqa: E402
 from bench.results import RESULTS_DIR, cell, read_results  # noqa: E402
 from bench.timing import seconds_for_steps  # noqa: E402
@@ -53,28 +60,29 @@ MULTI_FACT = (2, 3, 16, 19)
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_recipe_argument(parser, ["memo_babi_joint", "memo_babi_joint_paper"])
     parser.add_argument("--data-dir", default=None, help="folder holding babi/ (default $KERAS_RELMEM_DATA)")
     parser.add_argument("--tasks", type=int, nargs="+", default=None,
                         help="train and test on these tasks only (default: all 20, the paper's joint set-up), "
                              "e.g. to try a recipe on the failing tasks before a joint run")
-    parser.add_argument("--task-repeats", nargs="+", default=[], metavar="TASK=K",
+    parser.add_argument("--task-repeats", nargs="*", default=[], metavar="TASK=K",
                         help="put these tasks' training questions K times in every pass (BabiData.bucketed_dataset's "
                              "task_repeats), e.g. 17=8 19=4: the tasks a joint run learns slowest get more steps")
-    parser.add_argument("--first-tasks", nargs="+", type=int, default=[], metavar="TASK",
+    parser.add_argument("--first-tasks", nargs="*", type=int, default=[], metavar="TASK",
                         help="a curriculum: train on these tasks alone for the first --first-tasks-rounds rounds, "
                              "then on every task (evaluation always covers every task), e.g. 16: task 16 alone "
                              "first (on tasks 1 and 16 it did not find the chain on a seed that failed without it)")
-    parser.add_argument("--first-tasks-rounds", type=int, default=None,
+    parser.add_argument("--first-tasks-rounds", type=optional(int), default=None,
                         help="rounds trained on --first-tasks alone (default: 1 with --first-tasks, else 0)")
-    parser.add_argument("--learning-rate-from", nargs="+", default=[], metavar="ROUND=RATE",
+    parser.add_argument("--learning-rate-from", nargs="*", default=[], metavar="ROUND=RATE",
                         help="Adam's rate from these rounds on (--learning-rate before the first), e.g. 19=1e-3; "
                              "on joint bAbI from the tied start that rate lost task 16's chain at once, while 65=1e-4 "
                              "after 3e-4 lowered the mean error by about a point")
-    parser.add_argument("--first-tasks-learning-rate", type=float, default=None,
+    parser.add_argument("--first-tasks-learning-rate", type=optional(float), default=None,
                         help="Adam's rate in the --first-tasks rounds (default: --learning-rate), e.g. 3e-4: on "
                              "tasks 1 and 16 the chain was found at 3e-4 and not at 1e-3, while the other tasks "
                              "learn fastest at 1e-3")
-    parser.add_argument("--rename-words", type=int, nargs="+", default=[], metavar="TASK",
+    parser.add_argument("--rename-words", type=int, nargs="*", default=[], metavar="TASK",
                         help="rename these tasks' interchangeable words (people, objects, places, animals, colours) "
                              "consistently within each training question, a new renaming per question "
                              "(keras_relmem.data.renaming), so stories cannot be learnt by their names; tasks 3 "
@@ -104,13 +112,13 @@ def parse_args(argv=None):
     parser.add_argument("--linear-start-rounds", type=int, default=0,
                         help="train the first rounds with the softmax taken out of the attention (end-to-end "
                              "memory networks' linear start), then put it back")
-    parser.add_argument("--bag-init", action="store_true",
+    parser.add_argument("--bag-init", action=argparse.BooleanOptionalAction, default=False,
                         help="MEMO(bag_init=True): keys, values and query start as one projection of their summed "
                              "words, so facts sharing the query's words start with higher logits")
     parser.add_argument("--per-hop-weights", action="store_true",
                         help="MEMO(share_hop_weights=False): each hop its own W_q and W_h, so a hop can undo what "
                              "the last one added to the query (task 16's chain)")
-    parser.add_argument("--logit-scale", type=float, default=None,
+    parser.add_argument("--logit-scale", type=optional(float), default=None,
                         help="MEMO(logit_scale=S): attention logits are the cosine of key and query times a learned "
                              "scale per head starting at S, so the softmax can neither saturate nor start flat")
     parser.add_argument("--coverage-penalty", type=float, default=0.0,
@@ -133,7 +141,7 @@ def parse_args(argv=None):
     parser.add_argument("--dropout", type=float, default=0.1,
                         help="MEMO's dropout on the attention weights and before the answer layer")
     parser.add_argument("--embedding-dim", type=int, default=64, help="word embedding size")
-    parser.add_argument("--embedding-stddev", type=float, default=None,
+    parser.add_argument("--embedding-stddev", type=optional(float), default=None,
                         help="draw the word and time embeddings from N(0, this) (default: Keras' uniform in "
                              "+-0.05, which starts every attention logit near 0)")
     parser.add_argument("--num-heads", type=int, default=4, help="MEMO's attention heads")
@@ -142,11 +150,11 @@ def parse_args(argv=None):
     parser.add_argument("--halting-warmup-rounds", type=int, default=10,
                         help="rounds before the halting network starts learning")
     add_halting_arguments(parser)
-    parser.add_argument("--warmup-answer-loss", choices=ANSWER_LOSSES, default=None,
+    parser.add_argument("--warmup-answer-loss", type=optional(str), choices=(*ANSWER_LOSSES, None), default=None,
                         help="the answer loss of the --halting-warmup-rounds rounds (default: --answer-loss "
                              "throughout); e.g. 'last' while a chain of facts is found, then --answer-loss "
                              "'all' while the policy learns where to stop")
-    parser.add_argument("--answer-warmup-rounds", type=int, default=None,
+    parser.add_argument("--answer-warmup-rounds", type=optional(int), default=None,
                         help="rounds trained with --warmup-answer-loss (default: --halting-warmup-rounds); fewer "
                              "lets the early hops learn to answer before the halting network starts learning")
     parser.add_argument("--reset-halting", action="store_true",
@@ -158,13 +166,15 @@ def parse_args(argv=None):
     add_bench_arguments(parser, "runs/bench_memo_babi", RESULTS, "print the table and draw the hops picture")
     parser.add_argument("--speed", action="store_true", help="measure examples/s of the training step and exit")
     parser.add_argument("--speed-steps", type=int, default=60)
-    args = parser.parse_args(argv)
+    args = parse_with_recipe(parser, argv)
     if args.weight_decay < 0:  # Keras' Adam takes it and would grow every weight
         parser.error(f"--weight-decay must be >= 0; got {args.weight_decay}")
     if args.embedding_stddev is not None and args.embedding_stddev <= 0:
         parser.error(f"--embedding-stddev must be > 0; got {args.embedding_stddev}")
     if args.linear_start_rounds < 0:
         parser.error(f"--linear-start-rounds must be >= 0; got {args.linear_start_rounds}")
+    if not args.warmup_answer_loss and args.answer_warmup_rounds == parser.get_default("answer_warmup_rounds"):
+        args.answer_warmup_rounds = None  # the recipe's answer warm-up goes with its loss (`--warmup-answer-loss none`)
     if args.answer_warmup_rounds is not None and (args.answer_warmup_rounds < 0 or not args.warmup_answer_loss):
         parser.error("--answer-warmup-rounds takes a count >= 0 and --warmup-answer-loss; "
                      f"got {args.answer_warmup_rounds} with --warmup-answer-loss {args.warmup_answer_loss}")
@@ -186,14 +196,18 @@ def parse_args(argv=None):
         parser.error(str(error))
     if args.starts < 1 or args.start_rounds < 1:
         parser.error(f"--starts and --start-rounds must be >= 1; got {args.starts} and {args.start_rounds}")
-    if args.first_tasks_rounds is not None and not args.first_tasks:
-        parser.error("--first-tasks-rounds needs --first-tasks: the tasks the curriculum's first rounds train")
+    if not args.first_tasks:  # no curriculum (e.g. `--first-tasks` alone): the recipe's curriculum settings go
+        for flag in ("first_tasks_rounds", "first_tasks_learning_rate"):
+            if getattr(args, flag) not in (None, parser.get_default(flag)):
+                parser.error(f"--{flag.replace('_', '-')} needs --first-tasks: the tasks the curriculum's first "
+                             "rounds train")
+            setattr(args, flag, None)
     if args.first_tasks_rounds is None:
         args.first_tasks_rounds = 1 if args.first_tasks else 0
-    if args.first_tasks_learning_rate is not None and not args.first_tasks:
-        parser.error("--first-tasks-learning-rate needs --first-tasks: the rate is the curriculum rounds'")
     if args.first_tasks_rounds < 1 and args.first_tasks:
         parser.error(f"--first-tasks-rounds must be >= 1; got {args.first_tasks_rounds}")
+    if args.tasks and args.first_tasks == parser.get_default("first_tasks"):  # the recipe's, on fewer tasks
+        args.first_tasks = [task for task in args.first_tasks if task in args.tasks]
     outside = sorted(set(args.first_tasks) - set(args.tasks or range(1, 21)))
     if outside:
         parser.error(f"--first-tasks names task(s) {outside}, which are not trained (--tasks {args.tasks})")
@@ -203,6 +217,16 @@ def parse_args(argv=None):
     if args.no_time and args.time_noise:  # the noise would fall on a time encoding that is not there
         parser.error("--time-noise needs the time encoding; it cannot go with --no-time")
     return args
+
+
+def optional(kind):
+    """An argparse type: `kind(text)`, or None for "none" (a recipe's value taken back, e.g.
+    `--embedding-stddev none`)."""
+    def parse(text):
+        return None if text.lower() == "none" else kind(text)
+
+    parse.__name__ = kind.__name__  # argparse names the type in its errors
+    return parse
 
 
 def keyed_items(items, flag, form, value_type, allowed, needs):

@@ -45,7 +45,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from bench import memo as memo_bench  # noqa: E402
 from bench.budget import anneal_learning_rate, train_within_budget  # noqa: E402
-from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
+from bench.cli import (  # noqa: E402
+    add_bench_arguments,
+    add_recipe_argument,
+    dispatch,
+    limit_threads,
+    parse_with_recipe,
+    run_arguments,
+)
 from bench.results import RESULTS_DIR, cell, read_results, record_model_result  # noqa: E402
 
 RESULTS = RESULTS_DIR / "memo_pai.json"
@@ -61,6 +68,7 @@ LETTERS = "ABCDEFGHIJ"
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_recipe_argument(parser, ["memo_pai_length4", "memo_pai_length5", "memo_pai_paper"])
     parser.add_argument("--length", type=int, choices=(3, 4, 5), default=3, help="items per sequence")
     parser.add_argument("--model", choices=("memo", "emn"), default="memo")
     parser.add_argument("--budget-minutes", type=float, default=60.0)
@@ -91,7 +99,7 @@ def parse_args(argv=None):
     parser.add_argument("--hop-profile", action="store_true",
                         help="per query type and hop: accuracy of that hop's answer, the halting inputs "
                              "(attention distance, answer entropy) and P(halt), from the trained model in --workdir")
-    args = parser.parse_args(argv)
+    args = parse_with_recipe(parser, argv)
     if not args.max_hops:
         args.max_hops = 2 * (args.length - 1) + 1
     return args

@@ -8,6 +8,7 @@ import keras
 
 from keras_relmem.layers import EntNetEncoder, RelationalMemory, RelationalMemoryCell
 from keras_relmem.models.entnet_qa import EntNetQA
+from keras_relmem.models.memo import TRAINING_DEFAULTS as MEMO_TRAINING_DEFAULTS
 
 # Defaults per model (the EntNet paper's bAbI set-up: 20 blocks, d = 100).
 DEFAULTS = {
@@ -29,12 +30,8 @@ DEFAULTS = {
         "key_size": 32,
         "max_hops": 5,
         "answer_units": 128,
-        "gamma": 0.9,
-        "alpha": 0.1,
-        "beta": 0.01,
+        **{k: v for k, v in MEMO_TRAINING_DEFAULTS.items() if k != "ponder_cost"},
         "bias_init": -3.0,
-        "halting_learning_rate": 1e-4,
-        "answer_loss": "visited",
         "attention_supervision": 0.0,
         "supervised_hops": 1,
         "halting_inputs": "distance+entropy",

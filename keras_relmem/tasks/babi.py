@@ -18,23 +18,13 @@ from keras_relmem.tasks import common
 # The embedded default: what `python tasks/train_babi.py` runs with no
 # arguments (EntNet, task 1 of the 1k set, ~1 minute on 2 CPU cores).
 QUICK_DEFAULT = ["--model", "entnet", "--task", "1", "--data", "en", "--epochs", "20"]
-CHOOSING_FLAGS = {"--model", "--task", "--joint", "--data", "--epochs"}
+CHOOSING_FLAGS = {"--model", "--task", "--joint", "--data", "--epochs", "--recipe"}
 
-# Training recipes: a flag left unset takes its model's value. EntNet: Adam 0.01, batch 32, gradient-norm
-# clip 40, 200 epochs (Henaff et al. 2017, §5.2), with the recipe that solved the most bAbI tasks on most
-# seeds in 10 minutes each (docs/results.md): tied keys, the TF port's cyclic rate, AdamW's decay 0.02 on
-# the embeddings and kernels only, embeddings drawn from N(0, 0.3). `--paper-recipe` puts the paper's back
-# (ENTNET_PAPER: halve the rate every 25 epochs, untied keys, no decay, N(0, 0.1)).
-_STEP = {"schedule": "step", "weight_decay": 0.0, "decay_scope": "all", "tied_keys": False}
-RECIPES = {
-    "entnet": {"learning_rate": 0.01, "batch_size": 32, "clipnorm": 40.0, "epochs": 200, "halve_every": 25,
-               "schedule": "cyclic", "weight_decay": 0.02, "decay_scope": "matrices", "tied_keys": True,
-               "embedding_stddev": 0.3},
-    "rmc": {"learning_rate": 1e-3, "batch_size": 32, "clipnorm": 40.0, "epochs": 100, "halve_every": 25, **_STEP},
-    "lstm": {"learning_rate": 1e-3, "batch_size": 32, "clipnorm": 40.0, "epochs": 100, "halve_every": 25, **_STEP},
-    "memo": {"learning_rate": 1e-3, "batch_size": 32, "clipnorm": 10.0, "epochs": 100, "halve_every": 25, **_STEP},
-}
-ENTNET_PAPER = {**_STEP, "embedding_stddev": 0.1}
+# Training recipes (keras_relmem.recipes): a flag left unset takes the value of --recipe, by default the
+# model's default recipe (EntNet: the measured best; `--recipe entnet_babi_paper`, or `--paper-recipe`, the
+# paper's). Recipes another command runs (MEMO's joint bAbI) are listed but refused here, naming that command.
+RECIPE_SETTINGS = ("learning_rate", "batch_size", "clipnorm", "epochs", "halve_every", "schedule",
+                   "weight_decay", "decay_scope", "tied_keys", "embedding_stddev")
 SOLVED_ERROR = 0.05
 
 
@@ -58,7 +48,11 @@ def build_parser():
             f"{' '.join(QUICK_DEFAULT)}; otherwise the model's recipe (EntNet: 200 epochs)."
         ),
     )
-    parser.add_argument("--model", choices=sorted(RECIPES), default="entnet")
+    parser.add_argument("--model", choices=("entnet", "lstm", "memo", "rmc"), default="entnet")
+    parser.add_argument("--list-recipes", action="store_true", help="list the named recipes and exit")
+    parser.add_argument("--recipe", default=None, metavar="NAME",
+                        help="a named recipe (see --list-recipes); flags given override its single parts "
+                             "(default: the model's own, e.g. entnet_babi)")
     parser.add_argument("--task", type=parse_task, default=1, help="1..20 or 'all' (default 1)")
     parser.add_argument("--joint", action="store_true", help="one model on all the given tasks")
     parser.add_argument("--data", choices=babi_data.DATASETS, default="en", help="1k or 10k questions per task")
@@ -71,7 +65,8 @@ def build_parser():
     parser.add_argument("--learning-rate", type=float, default=None)
     parser.add_argument("--paper-recipe", action="store_true",
                         help="EntNet: the paper's recipe (step schedule, untied keys, no weight decay) instead of "
-                             "the default cyclic schedule, tied keys and weight decay 0.02")
+                             "the default cyclic schedule, tied keys and weight decay 0.02 (--recipe "
+                             "entnet_babi_paper)")
     parser.add_argument("--schedule", choices=("step", "plateau", "cyclic"), default=None,
                         help="step: halve every --halve-every epochs (the papers'); plateau: halve after "
                              "--patience epochs without a better validation loss; cyclic: triangular cycles "
@@ -110,19 +105,51 @@ def build_parser():
     return common.show_defaults(common.add_run_arguments(parser, "runs/babi"))
 
 
+def babi_recipe(args, parser):
+    """The recipe whose settings fill the unset flags: --recipe, --paper-recipe, or the model's default."""
+    from keras_relmem import recipes
+
+    name = args.recipe or ("entnet_babi_paper" if args.paper_recipe and args.model == "entnet" else None)
+    if name is None:
+        return recipes.default("babi", args.model)
+    try:
+        recipe = recipes.get(name)
+    except KeyError as error:
+        parser.error(str(error.args[0]))
+    if recipe.task != "babi" or recipe.model != args.model:
+        parser.error(f"--recipe {name} is a {recipe.task} recipe for --model {recipe.model}; got --model {args.model}")
+    if not recipe.command.startswith("python tasks/train_babi.py"):
+        parser.error(f"--recipe {name} trains in rounds with its own controls (best of several starts, a "
+                     f"curriculum); this script cannot run it yet. Run: {recipe.command}")
+    return recipe
+
+
 def resolve_args(argv):
     argv = list(argv)
+    if "--list-recipes" in argv:
+        from keras_relmem import recipes
+
+        print(recipes.listing("babi"))
+        raise SystemExit(0)
+    named = argparse.ArgumentParser(add_help=False)
+    named.add_argument("--recipe")
+    named.add_argument("--model")
+    chosen = named.parse_known_args(argv)[0]
+    if chosen.recipe and not chosen.model:  # a recipe names its model: `--recipe rmc_babi` trains the RMC
+        from keras_relmem import recipes
+
+        if chosen.recipe in recipes.names("babi"):
+            argv = ["--model", recipes.get(chosen.recipe).model, *argv]
     # The quick default holds unless a flag chooses what to train; run
     # controls (--verbose, --workdir, --plot, --seed, ...) keep it.
     quick = not any(arg.split("=")[0] in CHOOSING_FLAGS for arg in argv)
     args = build_parser().parse_args(QUICK_DEFAULT + argv if quick else argv)
     args.quick_default = quick
-    recipe = RECIPES[args.model]
-    if args.paper_recipe and args.model == "entnet":
-        recipe = {**recipe, **ENTNET_PAPER}
-    for key, value in recipe.items():
+    recipe = babi_recipe(args, build_parser())
+    args.recipe = recipe.name
+    for key in RECIPE_SETTINGS:
         if getattr(args, key) is None:
-            setattr(args, key, value)
+            setattr(args, key, recipe.settings.get(key))
     tasks = babi_data.parse_tasks(args.task)
     if args.joint and len(tasks) == 1:
         args.joint = False

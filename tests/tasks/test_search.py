@@ -10,9 +10,8 @@ import sys
 import keras_tuner as kt
 import pytest
 
-from keras_relmem import tuning
+from keras_relmem import recipes, tuning
 from keras_relmem.models import babi_qa
-from keras_relmem.tasks import babi as babi_task
 from keras_relmem.tasks import search
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -67,7 +66,7 @@ def test_search_spaces_start_at_the_papers_settings(model, expected):
     for name, value in kwargs.items():
         assert value == defaults[name], name
         assert defaults[name] in space[name].values, name
-    assert learning_rate == babi_task.RECIPES[model]["learning_rate"]
+    assert learning_rate == recipes.default("babi", model).settings["learning_rate"]
     assert learning_rate in space["learning_rate"].values
 
 

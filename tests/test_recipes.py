@@ -1,0 +1,121 @@
+"""keras_relmem.recipes: the registry, the recipes' agreement with the runs that measured them, and
+`--recipe` / `--list-recipes` in tasks/train_babi.py and the MEMO benches."""
+
+import json
+import pathlib
+
+import pytest
+
+from bench import memo_babi, memo_pai
+from keras_relmem import recipes
+from keras_relmem.tasks import babi as babi_task
+
+RESULTS = pathlib.Path(__file__).resolve().parents[1] / "bench" / "results"
+
+
+def test_every_babi_model_has_one_default_recipe():
+    for model in ("entnet", "rmc", "lstm", "memo"):
+        assert recipes.default("babi", model).model == model
+    assert recipes.default("babi", "entnet").name == "entnet_babi"
+    with pytest.raises(ValueError, match="already registered"):
+        recipes.register("entnet_babi", "babi", "entnet", "", "", "", {})
+    with pytest.raises(KeyError, match="known recipes: .*entnet_babi"):
+        recipes.get("entnet_babbi")
+
+
+def test_listing_names_the_papers_and_the_headlines():
+    text = recipes.listing("babi")
+    for name in ("entnet_babi", "entnet_babi_paper", "memo_babi_joint", "memo_babi_joint_paper"):
+        assert name in text
+    assert "entnet_babi (default)" in text
+    assert "memo_pai_length4" in recipes.listing()
+
+
+@pytest.mark.parametrize("name, results, key", [
+    ("memo_babi_joint", "memo_babi.json", None),
+    ("memo_babi_joint", "memo_babi_seed1.json", None),
+    ("memo_pai_length4", "memo_pai_length4_entropy_cosine.json", "4"),
+    ("memo_pai_length5", "memo_pai_length5_beta0_cosine.json", "5"),
+])
+def test_a_headline_recipe_is_the_run_that_measured_it(name, results, key):
+    # every setting of the recipe is what the results file recorded for its run, so the recipe
+    # reproduces the headline and cannot drift from it
+    recorded = json.loads((RESULTS / results).read_text())["args"]
+    recorded = recorded[key] if key else recorded
+    settings = recipes.get(name).settings
+    assert {k: recorded.get(k) for k in settings} == dict(settings)
+
+
+@pytest.mark.parametrize("bench, name", [(memo_babi, n) for n in ("memo_babi_joint", "memo_babi_joint_paper")]
+                         + [(memo_pai, n) for n in recipes.names("pai")])
+def test_a_bench_recipe_sets_its_flags_and_a_flag_overrides_one_part(bench, name):
+    args = vars(bench.parse_args(["--recipe", name]))
+    settings = recipes.get(name).settings
+    derived = {"first_tasks_rounds", "answer_warmup_rounds", "first_tasks_learning_rate"}  # filled in by parse_args
+    assert {k: args[k] for k in settings if k not in derived} == {k: v for k, v in settings.items() if k not in derived}
+    overridden = vars(bench.parse_args(["--recipe", name, "--learning-rate", "0.005"]))
+    assert overridden["learning_rate"] == 0.005
+    assert overridden["batch_size"] == settings["batch_size"]
+
+
+def test_the_memo_bench_without_a_recipe_keeps_its_plain_defaults():
+    # results recorded before recipes existed name no recipe: their commands read against these defaults
+    args = memo_babi.parse_args([])
+    plain = (args.recipe, args.starts, args.task_repeats, args.bag_init, args.learning_rate)
+    assert plain == (None, 1, [], False, 1e-3)
+    paper = memo_babi.parse_args(["--recipe", "memo_babi_joint_paper"])
+    assert (paper.first_tasks, paper.first_tasks_rounds, paper.gamma, paper.answer_loss) == ([], 0, 0.9, "visited")
+    # a part of the joint recipe taken back: no curriculum, the default embedding initialiser
+    args = memo_babi.parse_args(["--recipe", "memo_babi_joint", "--first-tasks", "--embedding-stddev", "none"])
+    assert (args.first_tasks, args.first_tasks_rounds, args.first_tasks_learning_rate, args.embedding_stddev) == \
+        ([], 0, None, None)
+
+
+def test_train_babi_takes_its_recipe():
+    args = babi_task.resolve_args(["--task", "1"])
+    assert (args.recipe, args.schedule, args.tied_keys, args.weight_decay) == ("entnet_babi", "cyclic", True, 0.02)
+    paper = babi_task.resolve_args(["--task", "1", "--recipe", "entnet_babi_paper", "--learning-rate", "0.005"])
+    assert (paper.schedule, paper.tied_keys, paper.embedding_stddev, paper.learning_rate) == ("step", False, 0.1, 0.005)
+    assert babi_task.resolve_args(["--task", "1", "--paper-recipe"]).recipe == "entnet_babi_paper"
+    rmc = babi_task.resolve_args(["--recipe", "rmc_babi"])  # the recipe names its model
+    assert (rmc.model, rmc.schedule, rmc.embedding_stddev, rmc.quick_default) == ("rmc", "step", None, False)
+
+
+def test_train_babi_refuses_a_recipe_it_cannot_run_and_names_the_command(capsys):
+    with pytest.raises(SystemExit):
+        babi_task.resolve_args(["--model", "memo", "--task", "all", "--joint", "--recipe", "memo_babi_joint"])
+    assert "python -m bench.memo_babi --recipe memo_babi_joint" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        babi_task.resolve_args(["--model", "rmc", "--recipe", "entnet_babi"])
+    assert "for --model entnet; got --model rmc" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        babi_task.resolve_args(["--recipe", "nonesuch"])
+    assert "no recipe 'nonesuch'" in capsys.readouterr().err
+
+
+def test_list_recipes(capsys):
+    with pytest.raises(SystemExit) as stop:
+        babi_task.resolve_args(["--list-recipes"])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    assert "entnet_babi_paper" in out and "memo_babi_joint" in out and "run:  python" in out
+
+
+def test_memo_defaults_are_the_measured_ones_and_a_saved_model_keeps_its_own(tmp_path):
+    import keras
+    import numpy as np
+
+    from keras_relmem.models import MEMOClassifier, babi_qa
+
+    model = MEMOClassifier(3, vocab_size=20, embedding_dim=8, key_size=4, max_hops=2, halting="reinforce")
+    assert (model.answer_loss, model.gamma) == ("all", 1.0)  # bench/results/memo_babi.json's run
+    memo = babi_qa.model_defaults("memo")
+    assert (memo["answer_loss"], memo["gamma"]) == ("all", 1.0)
+    # a model saved with the defaults before 1.0 comes back with them, not with today's
+    old = MEMOClassifier(3, vocab_size=20, embedding_dim=8, key_size=4, max_hops=2, halting="reinforce",
+                         answer_loss="visited", gamma=0.9)
+    old.compile(keras.optimizers.Adam(1e-3))
+    old({"facts": np.ones((2, 3, 4), "int32"), "query": np.ones((2, 3), "int32")})
+    old.save(tmp_path / "old.keras")
+    loaded = keras.saving.load_model(tmp_path / "old.keras")
+    assert (loaded.answer_loss, loaded.gamma) == ("visited", 0.9)
