@@ -23,8 +23,6 @@ CHOOSING_FLAGS = {"--model", "--task", "--joint", "--data", "--epochs", "--recip
 # Training recipes (keras_relmem.recipes): a flag left unset takes the value of --recipe, by default the
 # model's default recipe (EntNet: the measured best; `--recipe entnet_babi_paper`, or `--paper-recipe`, the
 # paper's). Recipes another command runs (MEMO's joint bAbI) are listed but refused here, naming that command.
-RECIPE_SETTINGS = ("learning_rate", "batch_size", "clipnorm", "epochs", "halve_every", "schedule",
-                   "weight_decay", "decay_scope", "tied_keys", "embedding_stddev")
 SOLVED_ERROR = 0.05
 
 
@@ -143,13 +141,14 @@ def resolve_args(argv):
     # The quick default holds unless a flag chooses what to train; run
     # controls (--verbose, --workdir, --plot, --seed, ...) keep it.
     quick = not any(arg.split("=")[0] in CHOOSING_FLAGS for arg in argv)
-    args = build_parser().parse_args(QUICK_DEFAULT + argv if quick else argv)
+    parser = build_parser()
+    args = parser.parse_args(QUICK_DEFAULT + argv if quick else argv)
     args.quick_default = quick
-    recipe = babi_recipe(args, build_parser())
+    recipe = babi_recipe(args, parser)
     args.recipe = recipe.name
-    for key in RECIPE_SETTINGS:
+    for key, value in recipe.settings.items():
         if getattr(args, key) is None:
-            setattr(args, key, recipe.settings.get(key))
+            setattr(args, key, value)
     tasks = babi_data.parse_tasks(args.task)
     if args.joint and len(tasks) == 1:
         args.joint = False
