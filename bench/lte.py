@@ -29,10 +29,10 @@ import pathlib
 import statistics
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from bench.budget import saved_curve, train_within_budget  # noqa: E402
 from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
 from bench.results import RESULTS_DIR, read_results, update_results  # noqa: E402
 from keras_relmem.data import lte  # noqa: E402
+from keras_relmem.training import saved_curve, train_in_rounds  # noqa: E402
 
 RESULTS = RESULTS_DIR / "lte.json"
 # Santoro et al. 2018, Table 1: per-character test accuracy (%), literal length 5, nesting 2.
@@ -142,7 +142,7 @@ def run(args):
         if curve[-1]["minutes"] < args.budget_minutes:
             record({"complete": False, **summary(curve)})
 
-    curve, model = train_within_budget(
+    curve, model = train_in_rounds(
         lambda: lte_task.build_model(args), train_round, evaluate, workdir, args.budget_minutes,
         describe=lambda e: (f"{name} round {e['round']:3d}  {e['minutes']:6.1f} min  level {e['level']}  "
                             f"train {e['train_accuracy']:5.1f}%  test {e['accuracy']:5.1f}% chars, "

@@ -44,7 +44,6 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from bench import memo as memo_bench  # noqa: E402
-from bench.budget import anneal_learning_rate, train_within_budget  # noqa: E402
 from bench.cli import (  # noqa: E402
     add_bench_arguments,
     add_recipe_argument,
@@ -54,6 +53,7 @@ from bench.cli import (  # noqa: E402
     run_arguments,
 )
 from bench.results import RESULTS_DIR, cell, read_results, record_model_result  # noqa: E402
+from keras_relmem.training import anneal_learning_rate, train_in_rounds  # noqa: E402
 
 RESULTS = RESULTS_DIR / "memo_pai.json"
 # Banino et al. 2020: MEMO's test accuracy (%) by query type, Table 1 (length 3),
@@ -252,7 +252,7 @@ def run(args):
         if args.final_learning_rate is not None:
             anneal_learning_rate(model, minutes, args.budget_minutes, args.learning_rate, args.final_learning_rate)
 
-    curve, _ = train_within_budget(lambda: build(args), train_round, evaluate, workdir, args.budget_minutes,
+    curve, _ = train_in_rounds(lambda: build(args), train_round, evaluate, workdir, args.budget_minutes,
                                    describe=describe, on_round=record, before_round=anneal,
                                    on_resume=lambda model: memo_bench.apply_halting_arguments(model, args))
     record(curve, complete=True)

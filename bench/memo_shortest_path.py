@@ -36,9 +36,9 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from bench import memo as memo_bench  # noqa: E402
-from bench.budget import train_within_budget  # noqa: E402
 from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
 from bench.results import RESULTS_DIR, cell, read_results, record_model_result  # noqa: E402
+from keras_relmem.training import train_in_rounds  # noqa: E402
 
 RESULTS = RESULTS_DIR / "memo_shortest_path.json"
 SETTINGS = ("10/2/2", "20/3/3", "20/5/3")
@@ -176,7 +176,7 @@ def run(args):
         record_model_result(args.results, args.setting, args.model, result, run_arguments(args))
 
     workdir = pathlib.Path(args.workdir) / args.setting.replace("/", "-") / args.model
-    curve, _ = train_within_budget(lambda: build(args), train_round,
+    curve, _ = train_in_rounds(lambda: build(args), train_round,
                                    lambda model: test_pass(model, test, args.length), workdir,
                                    args.budget_minutes, describe=describe, on_round=record,
                                    on_resume=lambda model: memo_bench.apply_halting_arguments(model, args))

@@ -31,15 +31,10 @@ import os
 import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from bench.budget import (  # noqa: E402
-    draw_model_curves,
-    record_unfinished,
-    run_names,
-    saved_curve,
-    train_within_budget,
-)
+from bench.budget import draw_model_curves, record_unfinished, run_names  # noqa: E402
 from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
 from bench.results import RESULTS_DIR, merge_result, read_results  # noqa: E402
+from keras_relmem.training import saved_curve, train_in_rounds  # noqa: E402
 
 RESULTS = RESULTS_DIR / "nth_farthest.json"
 # Santoro et al. 2018, Fig. 3 (8 objects of 16 features): final test accuracy.
@@ -152,7 +147,7 @@ def run(args):
                       for e in curve],
         }
 
-    curve, model = train_within_budget(
+    curve, model = train_in_rounds(
         build, train_round, evaluate, workdir, args.budget_minutes,
         describe=lambda e: (
             f"{name} round {e['round']:3d}  {e['minutes']:6.1f} min  "

@@ -39,17 +39,10 @@ import os
 import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from bench.budget import (  # noqa: E402
-    BEST_WEIGHTS,
-    best_entry,
-    draw_model_curves,
-    kept_best,
-    record_unfinished,
-    run_names,
-    train_within_budget,
-)
+from bench.budget import draw_model_curves, record_unfinished, run_names  # noqa: E402
 from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
 from bench.results import RESULTS_DIR, merge_result, read_results  # noqa: E402
+from keras_relmem.training import BEST_WEIGHTS, best_entry, kept_best, train_in_rounds  # noqa: E402
 
 RESULTS = RESULTS_DIR / "ptb_lm.json"
 # Zaremba et al. 2014, non-regularized 2-layer LSTM (200 units): test perplexity.
@@ -175,7 +168,7 @@ def run(args):
         }
 
 
-    curve, model = train_within_budget(
+    curve, model = train_in_rounds(
         build, train_round, lambda model: {"val_perplexity": _perplexity(model, valid)},
         workdir, args.budget_minutes,
         describe=lambda e: (

@@ -663,7 +663,7 @@ def _link(name):
 def _ptb_rows(fair):
     """The summary's PTB rows: each model with its own recipe, and the RMC stopped early, per seed."""
     from bench import ptb_lm
-    from bench.budget import best_entry
+    from keras_relmem.training import best_entry
 
     def perplexity(run):
         if run is None:

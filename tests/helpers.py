@@ -74,3 +74,8 @@ def assert_close(actual, desired, **kwargs):
     np.testing.assert_allclose(
         keras.ops.convert_to_numpy(actual), keras.ops.convert_to_numpy(desired), **kwargs
     )
+
+
+def sgdr_rate(initial, final, spent, total):
+    """Loshchilov & Hutter 2017 (SGDR), eq. 5: eta_min + (eta_max - eta_min)(1 + cos(pi T_cur / T_i)) / 2."""
+    return final + 0.5 * (initial - final) * (1 + np.cos(np.pi * min(spent / total, 1.0)))

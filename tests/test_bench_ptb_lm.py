@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from bench import budget, ptb_lm
+from bench import ptb_lm
 from keras_relmem.data import lm as lm_data
 
 
@@ -39,25 +39,6 @@ def test_a_named_lstm_recipe_runs_and_lands_under_its_name(tmp_path):
     assert "| LSTM_SGD | 0 | " in ptb_lm.markdown(json.loads(results.read_text()))
     with pytest.raises(SystemExit, match="LSTM settings"):
         ptb_lm.main(["--model", "rmc", "--units", "8", "--results", str(results)])
-
-
-def test_kept_best_is_the_curves_best_round_or_nothing(tmp_path):
-    curve = [{"round": 0, "v": 5.0}, {"round": 1, "v": 3.0}, {"round": 2, "v": 4.0}]
-    assert budget.kept_best(tmp_path, curve, "v", "min") is None  # nothing kept
-    (tmp_path / budget.BEST_WEIGHTS).write_bytes(b"")
-    (tmp_path / "best.json").write_text(json.dumps({"round": 1, "v": 3.0}))
-    assert budget.kept_best(tmp_path, curve, "v", "min")["round"] == 1
-    assert budget.kept_best(tmp_path, curve, "v", "max") is None  # round 0 is the best by "max"
-    # a run that began keeping after its best round: the kept round is not the curve's best
-    (tmp_path / "best.json").write_text(json.dumps({"round": 2, "v": 4.0}))
-    assert budget.kept_best(tmp_path, curve, "v", "min") is None
-
-
-def test_best_entry_is_the_whole_round_with_the_lowest_or_highest_value():
-    curve = [{"round": 0, "v": 5.0}, {"round": 1, "v": 3.0}, {"round": 2, "v": 6.0}]
-    assert budget.best_entry(curve, "v") == {"round": 1, "v": 3.0}
-    assert budget.best_entry(curve, "v", "max")["round"] == 2
-    assert budget.best_entry([], "v") is None
 
 
 def test_the_table_gives_each_runs_lowest_validation_perplexity_and_its_minute():

@@ -10,10 +10,11 @@ import json
 import numpy as np
 import pytest
 
-from bench import budget, memo_pai, memo_shortest_path
 from bench import memo as memo_bench
+from bench import memo_pai, memo_shortest_path
 from bench import results as bench_results
 from keras_relmem.data import synthetic
+from tests.helpers import sgdr_rate
 
 
 def test_merge_result_nests_and_updates(tmp_path):
@@ -56,45 +57,6 @@ def test_pai_bench_writes_every_query_type_and_resumes(tmp_path):
     second = json.loads(results.read_text())["4"]
     assert second["rounds"] == 2 and second["sequences"] == 3 and second["complete"]
     assert [e["learning_rate"] for e in second["curve"]] == pytest.approx([1e-3, 1e-3])  # constant by default
-
-
-def sgdr_rate(initial, final, spent, total):
-    """Loshchilov & Hutter 2017 (SGDR), eq. 5: eta_min + (eta_max - eta_min)(1 + cos(pi T_cur / T_i)) / 2."""
-    return final + 0.5 * (initial - final) * (1 + np.cos(np.pi * min(spent / total, 1.0)))
-
-
-def test_anneal_learning_rate_is_a_cosine_on_the_budget_minutes():
-    import keras
-
-    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    model.compile(keras.optimizers.Adam(1e-3), "mse")
-    for spent in (0.0, 15.0, 30.0, 52.5, 60.0, 75.0):  # past the budget it stays at the final rate
-        rate = budget.anneal_learning_rate(model, spent, 60.0, 1e-3, 1e-4)
-        assert rate == pytest.approx(sgdr_rate(1e-3, 1e-4, spent, 60.0), rel=1e-4)
-        assert float(np.asarray(model.optimizer.learning_rate)) == pytest.approx(rate, rel=1e-6)
-
-
-def test_max_rounds_stops_a_budget_early_and_a_rerun_does_not_go_past_it(tmp_path, capsys):
-    import keras
-
-    def build():
-        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-        model.compile(keras.optimizers.SGD(0.1), "mse")
-        return model
-
-    indices = []
-
-    def train_round(model, index):
-        indices.append(index)
-        return {}
-
-    for _ in range(2):  # the second sitting finds 3 rounds and trains none
-        curve, _ = budget.train_within_budget(build, train_round, lambda model: {}, tmp_path, 1e9, max_rounds=3)
-    assert indices == [0, 1, 2] and [entry["round"] for entry in curve] == [0, 1, 2]
-    # each sitting says where it looked: the first found nothing there, the second resumed from it
-    out = capsys.readouterr().out
-    assert f"no saved run in {tmp_path} (model.keras and curve.json): starting at round 0" in out
-    assert f"resumed {tmp_path} after round 2" in out
 
 
 @pytest.mark.slow  # two bench sittings; the cosine itself is checked by hand above

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from keras_relmem import training
+from tests.helpers import sgdr_rate
 
 
 def _model():
@@ -163,3 +164,59 @@ def test_matrices_only_decay_survives_a_keras_file(tmp_path, noise):
     np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded.trainable_variables[0]), kernel * (1 - lr * wd),
                                rtol=1e-6)
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(loaded.trainable_variables[1]), bias)
+
+
+# --- training in rounds on a budget (train_in_rounds and its helpers) ---
+
+
+def test_anneal_learning_rate_is_a_cosine_on_the_budget_minutes():
+    import keras
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.Adam(1e-3), "mse")
+    for spent in (0.0, 15.0, 30.0, 52.5, 60.0, 75.0):  # past the budget it stays at the final rate
+        rate = training.anneal_learning_rate(model, spent, 60.0, 1e-3, 1e-4)
+        assert rate == pytest.approx(sgdr_rate(1e-3, 1e-4, spent, 60.0), rel=1e-4)
+        assert float(np.asarray(model.optimizer.learning_rate)) == pytest.approx(rate, rel=1e-6)
+
+
+def test_max_rounds_stops_a_budget_early_and_a_rerun_does_not_go_past_it(tmp_path, capsys):
+    import keras
+
+    def build():
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        model.compile(keras.optimizers.SGD(0.1), "mse")
+        return model
+
+    indices = []
+
+    def train_round(model, index):
+        indices.append(index)
+        return {}
+
+    for _ in range(2):  # the second sitting finds 3 rounds and trains none
+        curve, _ = training.train_in_rounds(build, train_round, lambda model: {}, tmp_path, 1e9, max_rounds=3)
+    assert indices == [0, 1, 2] and [entry["round"] for entry in curve] == [0, 1, 2]
+    # each sitting says where it looked: the first found nothing there, the second resumed from it
+    out = capsys.readouterr().out
+    assert f"no saved run in {tmp_path} (model.keras and curve.json): starting at round 0" in out
+    assert f"resumed {tmp_path} after round 2" in out
+
+
+def test_kept_best_is_the_curves_best_round_or_nothing(tmp_path):
+    curve = [{"round": 0, "v": 5.0}, {"round": 1, "v": 3.0}, {"round": 2, "v": 4.0}]
+    assert training.kept_best(tmp_path, curve, "v", "min") is None  # nothing kept
+    (tmp_path / training.BEST_WEIGHTS).write_bytes(b"")
+    (tmp_path / "best.json").write_text(json.dumps({"round": 1, "v": 3.0}))
+    assert training.kept_best(tmp_path, curve, "v", "min")["round"] == 1
+    assert training.kept_best(tmp_path, curve, "v", "max") is None  # round 0 is the best by "max"
+    # a run that began keeping after its best round: the kept round is not the curve's best
+    (tmp_path / "best.json").write_text(json.dumps({"round": 2, "v": 4.0}))
+    assert training.kept_best(tmp_path, curve, "v", "min") is None
+
+
+def test_best_entry_is_the_whole_round_with_the_lowest_or_highest_value():
+    curve = [{"round": 0, "v": 5.0}, {"round": 1, "v": 3.0}, {"round": 2, "v": 6.0}]
+    assert training.best_entry(curve, "v") == {"round": 1, "v": 3.0}
+    assert training.best_entry(curve, "v", "max")["round"] == 2
+    assert training.best_entry([], "v") is None
