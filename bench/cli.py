@@ -1,16 +1,6 @@
 """What every bench command shares: its common flags, thread limits and the choice of what to run."""
 
-import keras
-
-
-def limit_threads(threads):
-    """Run TensorFlow on `threads` cores (inter- and intra-op pools), e.g. one
-    core per model so that two models can be timed side by side."""
-    if threads and keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
+from keras_relmem.tasks.common import limit_threads  # noqa: F401  (the benches' thread limit is the library's)
 
 
 def add_bench_arguments(parser, workdir, results, report_help="print the table from the JSON", seed=True):

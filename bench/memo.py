@@ -1,65 +1,16 @@
-"""MEMO's bench flags and inference, shared by the PAI, shortest-path and joint bAbI benches.
-
-The halting flags (`add_halting_arguments`) and what they set on a model
-being built or resumed; the halting network's warm-up; a warm start from a
-trained MEMO; and batched inference that returns each example's hops.
+"""What the PAI and shortest-path benches share about MEMO: a warm start from a trained MEMO, the table
+name of a model, and a compiled classifier from their flags. The halting flags and batched inference with
+hops are the library's (`keras_relmem.tasks.memo_options`), imported here for them.
 """
 
 import keras
-import numpy as np
 
-from keras_relmem.models.memo import ANSWER_LOSSES
-
-
-def add_halting_arguments(parser):
-    """MEMO's REINFORCE options the benches share: --answer-loss, --gamma, --beta, --halting-inputs.
-
-    The defaults are MEMOClassifier's, the ones that kept the halting policy
-    from collapsing to one hop on joint bAbI and on PAI (its defaults before
-    1.0, "visited" and 0.9, did collapse it: docs/results.md).
-    """
-    parser.add_argument("--answer-loss", choices=ANSWER_LOSSES, default="all",
-                        help="hops whose answers the cross-entropy trains (MEMOClassifier's answer_loss); "
-                             "'visited' let the policy collapse to one hop; 'last' trains hop N's alone, "
-                             "'halted' the sampled halting hop's, 'halted+last' both")
-    parser.add_argument("--gamma", type=float, default=1.0,
-                        help="REINFORCE discount (0.9, MEMOClassifier's default before 1.0, is a 10%%-per-hop cost "
-                             "that made one hop pay on the easy queries); set on a resumed model too")
-    parser.add_argument("--beta", type=float, default=0.01,
-                        help="weight of the expected-hops loss (MEMOClassifier's default 0.01): a cost of 0.01 a "
-                             "hop on every query, which can outweigh a hard query type's gain when the policy "
-                             "cannot tell the types apart; set on a resumed model too")
-    parser.add_argument("--halting-inputs", choices=("distance", "distance+entropy"), default="distance+entropy",
-                        help="what the halting network reads each hop with the hop index (MEMO's halting_inputs): "
-                             "the attention distance and the entropy of the hop's answer (default, MEMO's), or the "
-                             "paper's distance alone; fixed when the model is built")
-    return parser
-
-
-def halting_settings(args):
-    """The MEMOClassifier settings the halting flags give, for building a MEMO or resuming one."""
-    return {"answer_loss": args.answer_loss, "gamma": float(args.gamma), "beta": float(args.beta),
-            "halting_inputs": args.halting_inputs}
-
-
-def apply_halting_arguments(model, args):
-    """Give a (resumed) MEMO the run's --answer-loss, --gamma and --beta (and check --halting-inputs).
-
-    A `.keras` file brings back the settings it was saved with; the flags say
-    how training goes on from here (e.g. a run resumed with another gamma).
-    Both are read when the training step is traced, so call this before the
-    first `fit` of a sitting. Models without a halting policy are left alone.
-    """
-    memo = getattr(model, "memo", None)
-    if getattr(memo, "halting", None) == "reinforce":
-        settings = halting_settings(args)
-        inputs = settings.pop("halting_inputs")
-        if memo.halting_inputs != inputs:  # the policy's input size is fixed by its weights
-            raise SystemExit(f"--halting-inputs {inputs}: the saved MEMO in this --workdir was built with "
-                             f"{memo.halting_inputs!r}; use a new --workdir for another halting input.")
-        for name, value in settings.items():
-            setattr(model, name, value)
-    return model
+from keras_relmem.tasks.memo_options import (  # noqa: F401
+    add_halting_arguments,
+    apply_halting_arguments,
+    halting_settings,
+    predict_with_hops,
+)
 
 
 def warm_start_memo(model, path):
@@ -103,34 +54,3 @@ def build_classifier(args, num_answers, **settings):
     return model
 
 
-# id(model) -> compiled forward; the function holds its model, so an id is never reused
-# (a bench evaluates one or two models per process)
-_HOPS_FORWARD = {}
-
-
-def hops_forward(model):
-    """`model(x, return_hops=True)` on a dict of NumPy batches, compiled once per model on TensorFlow.
-
-    TensorFlow gets a `tf.function` (eager MEMO is slow there), traced once per
-    model rather than once per evaluation round; JAX and torch call the model
-    eagerly, so the evaluation runs where no TensorFlow is installed.
-    """
-    if keras.backend.backend() != "tensorflow":
-        return lambda x: model(x, return_hops=True)
-    if id(model) not in _HOPS_FORWARD:
-        import tensorflow as tf
-
-        forward = tf.function(lambda x: model(x, return_hops=True), reduce_retracing=True)
-        _HOPS_FORWARD[id(model)] = lambda x: forward({k: tf.constant(v) for k, v in x.items()})
-    return _HOPS_FORWARD[id(model)]
-
-
-def predict_with_hops(model, x, batch_size=256):
-    """`(logits, hops)` of `model(x, return_hops=True)` over a dict of NumPy arrays, in batches."""
-    forward = hops_forward(model)
-    logits, hops = [], []
-    for start in range(0, len(next(iter(x.values()))), batch_size):
-        out = forward({k: v[start:start + batch_size] for k, v in x.items()})
-        logits.append(np.asarray(out["logits"]))
-        hops.append(np.asarray(out["hops"], "float32"))
-    return np.concatenate(logits), np.concatenate(hops)

@@ -492,9 +492,9 @@ def _tasks_1_16_seeds_row(name, recipe):
 def _joint_cell(run, minutes=True):
     """A joint bAbI run for the summary: tasks solved, mean error, Spearman and (with `minutes`) the training
     minutes of its budget."""
-    from bench import memo_babi
+    from keras_relmem.tasks import babi_joint
 
-    rho = memo_babi.hops_spearman(run["tasks"], run["supporting_facts"])
+    rho = babi_joint.hops_spearman(run["tasks"], run["supporting_facts"])
     state = "" if run["complete"] else f" of {run['args']['budget_minutes']:.0f}, unfinished"
     return (f"{run['solved']}/20, {run['mean_error']:.1f}%; {_rho(rho)}"
             + (f" ({run['minutes']:.0f} training min{state})" if minutes else ""))

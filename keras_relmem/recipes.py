@@ -46,6 +46,8 @@ class Recipe:
         command: the command that trains it (`settings` are its flags).
         settings: `{flag name with underscores: value}`.
         default: whether it is its model's default for the task.
+        joint: whether it trains one model on several tasks together
+            (`--joint`); a model has a default of each kind.
     """
 
     name: str
@@ -56,6 +58,7 @@ class Recipe:
     command: str
     settings: types.MappingProxyType
     default: bool = False
+    joint: bool = False
 
     def flags(self):
         """The recipe as command-line flags (`--name value`; lists spread, True as a bare flag)."""
@@ -77,13 +80,14 @@ class Recipe:
 _REGISTRY = {}
 
 
-def register(name, task, model, summary, source, command, settings, default=False):
+def register(name, task, model, summary, source, command, settings, default=False, joint=False):
     """Add a recipe to the registry (a name is registered once) and return it."""
     if name in _REGISTRY:
         raise ValueError(f"recipe {name!r} is already registered")
-    if default and any(r.default for r in _REGISTRY.values() if (r.task, r.model) == (task, model)):
-        raise ValueError(f"{task}/{model} already has a default recipe")
-    recipe = Recipe(name, task, model, summary, source, command, types.MappingProxyType(dict(settings)), default)
+    if default and any(r.default for r in _REGISTRY.values() if (r.task, r.model, r.joint) == (task, model, joint)):
+        raise ValueError(f"{task}/{model} already has a default{' joint' * joint} recipe")
+    recipe = Recipe(name, task, model, summary, source, command, types.MappingProxyType(dict(settings)), default,
+                    joint)
     _REGISTRY[name] = recipe
     return recipe
 
@@ -100,9 +104,11 @@ def names(task=None, model=None):
     return [n for n, r in _REGISTRY.items() if task in (None, r.task) and model in (None, r.model)]
 
 
-def default(task, model):
-    """The default recipe of `model` on `task` (its best measured one), or None."""
-    return next((r for r in _REGISTRY.values() if r.task == task and r.model == model and r.default), None)
+def default(task, model, joint=False):
+    """The default recipe of `model` on `task` (its best measured one), one model per task or (`joint`)
+    one on all of them; None if it has none."""
+    return next((r for r in _REGISTRY.values()
+                 if (r.task, r.model, r.joint) == (task, model, joint) and r.default), None)
 
 
 def listing(task=None):
@@ -110,7 +116,7 @@ def listing(task=None):
     lines = []
     for name in names(task):
         recipe = _REGISTRY[name]
-        mark = " (default)" if recipe.default else ""
+        mark = (" (default with --joint)" if recipe.joint else " (default)") if recipe.default else ""
         lines += [f"{name}{mark}  [{recipe.task}, {recipe.model}]", f"    {recipe.summary}",
                   f"    from: {recipe.source}", f"    run:  {recipe.command}", ""]
     return "\n".join(lines).rstrip()
@@ -161,7 +167,7 @@ register(
     "python tasks/train_babi.py --model memo --task N", {**_STEP, "clipnorm": 10.0}, default=True,
 )
 
-# --- MEMO, joint bAbI (bench.memo_babi) ----------------------------------------------------------------
+# --- MEMO, joint bAbI (tasks/train_babi.py --joint: keras_relmem.tasks.babi_joint) ------------------------------
 
 MEMO_BABI_JOINT = {
     "task_repeats": ["14=2", "17=4", "19=4"], "first_tasks": [1, 16], "first_tasks_rounds": 2,
@@ -178,7 +184,8 @@ register(
     "tasks 1 and 16 first, tasks 14, 17, 19 repeated, answer-loss and halting warm-ups, bag-of-words start, "
     "coverage penalty 5)",
     "bench/results/memo_babi.json (seed 0) and memo_babi_seed1.json (seed 1)",
-    "python -m bench.memo_babi --recipe memo_babi_joint", MEMO_BABI_JOINT,
+    "python tasks/train_babi.py --model memo --task all --joint --data en-10k", MEMO_BABI_JOINT,
+    default=True, joint=True,
 )
 register(
     "memo_babi_joint_paper", "babi", "memo",
@@ -186,12 +193,13 @@ register(
     "distance alone as the halting input, answers trained on the visited hops, gamma 0.9; one start, no "
     "curriculum (on our runs this collapses the halting policy to one hop)",
     "Banino et al. 2020, §2.3 and appendix D (gamma from its D.3 search); docs/results.md (joint bAbI)",
-    "python -m bench.memo_babi --recipe memo_babi_joint_paper",
+    "python tasks/train_babi.py --model memo --task all --joint --data en-10k --recipe memo_babi_joint_paper",
     {**MEMO_BABI_JOINT, "task_repeats": [], "first_tasks": [], "first_tasks_rounds": None,
      "first_tasks_learning_rate": None, "learning_rate": 1e-3, "learning_rate_from": [], "starts": 1,
      "bag_init": False, "coverage_penalty": 0.0, "embedding_stddev": None, "answer_loss": "visited",
      "gamma": 0.9, "halting_inputs": "distance", "warmup_answer_loss": None, "answer_warmup_rounds": None,
      "halting_warmup_rounds": 0},
+    joint=True,
 )
 
 # --- MEMO, paired associative inference (bench.memo_pai) -----------------------------------------------

@@ -441,3 +441,108 @@ def kept_best(workdir, curve, metric, mode):
     kept = json.loads(path.read_text())["round"]
     entry = next((e for e in curve if e["round"] == kept), None)
     return entry if entry is not None and entry[metric] == _best_value(curve, metric, mode) else None
+
+
+class WorkdirMismatch(ValueError):
+    """A workdir holds a run other than the one asked for (another choice of starts, or none)."""
+
+
+def best_of_starts(rounds, workdir, count, start_rounds, seed, summarize, by="train_error", extra=None,
+                   seed_stride=1000):
+    """Train `count` starts for `start_rounds` rounds each, then go on with the best of them.
+
+    Start k trains in `workdir/start<k>` with seed `seed + seed_stride * k`
+    (its initial weights and data order; start 0 is the run's own seed).
+    The start whose `summarize(last curve entry)[by]` is lowest is then made
+    the run's: its model and curve are copied into `workdir`, the curve's
+    minutes carrying the other starts' minutes too, so a budget counts every
+    start. End-to-end memory networks (Sukhbaatar et al. 2015, §4.2) kept the
+    best of ten starts on bAbI by training error this way.
+
+    Resumable: a finished start is not trained again (its `train_in_rounds`
+    stops at `start_rounds`), and the choice, once written to
+    `workdir/starts.json`, is read back instead of made again.
+
+    Args:
+        rounds: `(seed, workdir, max_rounds) -> (curve, model)`, e.g. a
+            `train_in_rounds` call.
+        workdir: the run's folder.
+        count, start_rounds: how many starts, and the rounds of each.
+        seed: the run's seed.
+        summarize: `(curve entry) -> dict` recorded for each start; holds `by`.
+        by: the key of `summarize`'s dict to minimise.
+        extra: optional dict written into the record (e.g. what `by` was measured on).
+        seed_stride: the seed distance between starts (keep it above the
+            number of rounds when data-order seeds are `seed * 1000 + round`).
+
+    Returns:
+        The record written to `starts.json`: `count`, `rounds`, `chosen`
+        (start index), `seed`, `minutes_of_other_starts` and `by_start`.
+
+    Raises:
+        WorkdirMismatch: `workdir` holds another choice, or a run begun with
+            one start.
+
+    Example:
+
+    ```python
+    >>> import keras, numpy as np, pathlib, tempfile
+    >>> def rounds(seed, workdir, max_rounds):
+    ...     def build():
+    ...         keras.utils.set_random_seed(seed)
+    ...         model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+    ...         model.compile("sgd", "mse")
+    ...         return model
+    ...     loss = lambda model: {"loss": float(model.evaluate(
+    ...         np.ones((4, 1)), np.zeros((4, 1)), verbose=0))}
+    ...     return train_in_rounds(build, lambda model, index: {}, loss, workdir,
+    ...                            1e9, describe=lambda e: "", max_rounds=max_rounds)
+    >>> record = best_of_starts(rounds, pathlib.Path(tempfile.mkdtemp()), 3, 1, 0,
+    ...                         lambda entry: {"loss": entry["loss"]}, by="loss")
+    >>> best = min(record["by_start"], key=lambda trial: trial["loss"])
+    >>> record["chosen"] == best["start"], record["seed"] == best["seed"]
+    (True, True)
+
+    ```
+    """
+    workdir = pathlib.Path(workdir)
+    path = workdir / "starts.json"
+    if path.exists():
+        chosen = json.loads(path.read_text())
+        if (chosen["count"], chosen["rounds"]) != (count, start_rounds):
+            raise WorkdirMismatch(f"{count} starts of {start_rounds} rounds asked for, but {workdir} chose among "
+                             f"{chosen['count']} starts of {chosen['rounds']} rounds; use a new workdir")
+        if not saved_curve(workdir):  # the choice without its copy (starts.json copied alone): copy again
+            source = workdir / f"start{chosen['chosen']}"
+            if not saved_curve(source):
+                raise WorkdirMismatch(f"{path} chose start {chosen['chosen'] + 1}, but neither {workdir} nor {source} "
+                                 "holds its model and curve; restore one of them or use a new workdir")
+            _go_on_from(source, workdir, chosen["minutes_of_other_starts"])
+        return chosen
+    if saved_curve(workdir) and not (workdir / "start0").is_dir():  # with start0: stopped while choosing
+        raise WorkdirMismatch(f"{count} starts asked for, but {workdir} holds a run begun with one start; "
+                         "use a new workdir")
+    trials = []
+    for start in range(count):
+        start_seed = seed + seed_stride * start
+        print(f"start {start + 1} of {count} (seed {start_seed}), {start_rounds} rounds", flush=True)
+        curve, _ = rounds(start_seed, workdir / f"start{start}", start_rounds)
+        last = curve[-1]
+        trials.append({"start": start, "seed": start_seed, "rounds": len(curve), "minutes": last["minutes"],
+                       "examples": last.get("examples"), **summarize(last)})
+    best = min(trials, key=lambda trial: trial[by])
+    others = sum(trial["minutes"] for trial in trials if trial is not best)
+    _go_on_from(workdir / f"start{best['start']}", workdir, others)
+    chosen = {"count": count, "rounds": start_rounds, "chosen": best["start"], "seed": best["seed"],
+              **(extra or {}), "minutes_of_other_starts": round(others, 3), "by_start": trials}
+    write_json(path, chosen)  # last: a run stopped before this chooses again from the saved starts
+    scores = ", ".join(f"{trial[by]:g}" for trial in trials)
+    print(f"chose start {best['start'] + 1} (seed {best['seed']}): {by} {best[by]:g} (starts: {scores})", flush=True)
+    return chosen
+
+
+def _go_on_from(source, workdir, others):
+    """Make start folder `source` the run's in `workdir`: its model, and its curve with the other starts'
+    `others` minutes added."""
+    shutil.copyfile(source / "model.keras", workdir / "model.keras")
+    write_json(workdir / "curve.json", [{**e, "minutes": round(e["minutes"] + others, 3)} for e in saved_curve(source)])

@@ -81,10 +81,24 @@ def test_train_babi_takes_its_recipe():
     assert (rmc.model, rmc.schedule, rmc.embedding_stddev, rmc.quick_default) == ("rmc", "step", None, False)
 
 
-def test_train_babi_refuses_a_recipe_it_cannot_run_and_names_the_command(capsys):
-    with pytest.raises(SystemExit):
-        babi_task.resolve_args(["--model", "memo", "--task", "all", "--joint", "--recipe", "memo_babi_joint"])
-    assert "python -m bench.memo_babi --recipe memo_babi_joint" in capsys.readouterr().err
+def test_train_babi_memo_joint_trains_the_joint_recipe(capsys):
+    from keras_relmem.tasks import babi_joint
+
+    user = ["--model", "memo", "--task", "all", "--joint", "--data", "en-10k"]
+    assert babi_task.joint_recipe(user) == "memo_babi_joint"  # the command the users are sent to
+    assert babi_task.joint_recipe([*user, "--recipe", "memo_babi_joint_paper"]) == "memo_babi_joint_paper"
+    assert babi_task.joint_recipe(["--recipe", "memo_babi_joint"]) == "memo_babi_joint"  # names its model
+    assert babi_task.joint_recipe(["--model", "memo", "--task", "3"]) is None  # one task: the epoch-based run
+    assert babi_task.joint_recipe(["--model", "entnet", "--task", "all", "--joint"]) is None
+    args = babi_joint.parse_args(user, recipe="memo_babi_joint")
+    recipe = recipes.get("memo_babi_joint")
+    assert {key: getattr(args, key) for key in recipe.settings} == {
+        **recipe.settings, "first_tasks_rounds": 2, "answer_warmup_rounds": 2}
+    assert recipe.command == "python tasks/train_babi.py " + " ".join(user)
+    assert recipes.default("babi", "memo", joint=True) is recipe and recipes.default("babi", "memo").name == "memo_babi"
+
+
+def test_train_babi_refuses_a_recipe_of_another_model(capsys):
     with pytest.raises(SystemExit):
         babi_task.resolve_args(["--model", "rmc", "--recipe", "entnet_babi"])
     assert "for --model entnet; got --model rmc" in capsys.readouterr().err

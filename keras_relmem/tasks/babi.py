@@ -22,7 +22,7 @@ CHOOSING_FLAGS = {"--model", "--task", "--joint", "--data", "--epochs", "--recip
 
 # Training recipes (keras_relmem.recipes): a flag left unset takes the value of --recipe, by default the
 # model's default recipe (EntNet: the measured best; `--recipe entnet_babi_paper`, or `--paper-recipe`, the
-# paper's). Recipes another command runs (MEMO's joint bAbI) are listed but refused here, naming that command.
+# paper's). MEMO with --joint (its joint recipes) trains in rounds: `keras_relmem.tasks.babi_joint`.
 SOLVED_ERROR = 0.05
 
 
@@ -116,9 +116,6 @@ def babi_recipe(args, parser):
         parser.error(str(error.args[0]))
     if recipe.task != "babi" or recipe.model != args.model:
         parser.error(f"--recipe {name} is a {recipe.task} recipe for --model {recipe.model}; got --model {args.model}")
-    if not recipe.command.startswith("python tasks/train_babi.py"):
-        parser.error(f"--recipe {name} trains in rounds with its own controls (best of several starts, a "
-                     f"curriculum); this script cannot run it yet. Run: {recipe.command}")
     return recipe
 
 
@@ -330,9 +327,39 @@ def train_one(args, tasks, workdir, strategy):
     return model, data, accuracy, seconds, exported
 
 
+def joint_recipe(argv):
+    """The recipe of a joint run trained in rounds (MEMO with --joint: `memo_babi_joint` unless --recipe names
+    another joint recipe), or None for the epoch-based runs of this module."""
+    from keras_relmem import recipes
+
+    named = argparse.ArgumentParser(add_help=False)
+    for flag in ("--recipe", "--model"):
+        named.add_argument(flag)
+    named.add_argument("--joint", action="store_true")
+    named.add_argument("--list-recipes", action="store_true")
+    chosen = named.parse_known_args(argv)[0]
+    if chosen.list_recipes:
+        return None
+    if chosen.recipe in recipes.names("babi") and recipes.get(chosen.recipe).joint:
+        return chosen.recipe
+    if chosen.recipe is None and chosen.model == "memo" and chosen.joint:
+        return recipes.default("babi", "memo", joint=True).name
+    return None
+
+
 def run(argv=None):
-    """Run the bAbI task; returns the results dict that is also written as JSON."""
-    args = resolve_args(sys.argv[1:] if argv is None else argv)
+    """Run the bAbI task; returns the results dict that is also written as JSON.
+
+    MEMO with --joint trains in rounds on a wall-clock budget (`keras_relmem.tasks.babi_joint`, the joint
+    recipe); everything else trains for epochs here.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    joint = joint_recipe(argv)
+    if joint:
+        from keras_relmem.tasks import babi_joint
+
+        return babi_joint.run(argv, recipe=joint)
+    args = resolve_args(argv)
     if args.quick_default:
         print(f"Running the quick default ({' '.join(QUICK_DEFAULT)}).", flush=True)
     try:

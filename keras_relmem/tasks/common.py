@@ -51,3 +51,15 @@ def add_run_arguments(parser, workdir):
         "--verbose", type=int, choices=[0, 1, 2], default=1, help="Keras progress output (default 1: a bar)"
     )
     return parser
+
+
+def limit_threads(threads):
+    """Run TensorFlow on `threads` cores (inter- and intra-op pools; 0 or None: all), e.g. one core per
+    run so that two runs can go side by side. Other backends are left alone."""
+    import keras
+
+    if threads and keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
