@@ -1,4 +1,4 @@
-"""Training controls for MEMO as Keras callbacks: what made our MEMO recipes train.
+"""Training controls as Keras callbacks: what made our MEMO recipes train, and a wall-clock budget.
 
 Each acts at the start of an epoch (with `fit(initial_epoch=k, epochs=k + 1)`
 per round, a round is an epoch), and each changes something the compiled
@@ -10,6 +10,7 @@ attribute from outside without a rebuild would silently do nothing.
 - `HaltingWarmup`: the halting network learns from epoch `epochs` on.
 - `AnswerLossWarmup`: another answer loss for the first epochs.
 - `LinearStart`: MEMO reads with linear attention for the first epochs.
+- `TimeBudget`: stops training after a number of minutes (any model).
 
 Learning rates that change at given epochs need nothing of ours: Keras'
 `LearningRateScheduler` with `keras_relmem.callbacks.piecewise_rate`.
@@ -194,3 +195,49 @@ class LinearStart(keras.callbacks.Callback):
         if pending is not None and hasattr(pending[0], "linear_phase"):
             pending[0].linear_phase.assign(pending[1])
             self._pending = None
+
+
+class TimeBudget(keras.callbacks.Callback):
+    """Stops `fit` once `minutes` of training have passed (checked after every batch).
+
+    A wall-clock budget instead of a number of epochs, e.g. to compare
+    recipes at equal training time; `epochs` counts the epochs finished.
+    The clock starts with each `fit` call (a resumed run gets its budget
+    again), and validation at an epoch's end is counted with it.
+
+    Args:
+        minutes: float > 0, the budget.
+
+    Example:
+
+    ```python
+    >>> import keras, numpy as np
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> budget = TimeBudget(0.0001)  # 6 ms: the first batch already spends it
+    >>> _ = model.fit(np.ones((64, 3)), np.ones((64, 1)), batch_size=8, epochs=50,
+    ...               verbose=0, callbacks=[budget])
+    >>> budget.epochs < 50
+    True
+
+    ```
+    """
+
+    def __init__(self, minutes):
+        super().__init__()
+        if not minutes > 0:
+            raise ValueError(f"TimeBudget needs minutes > 0; got {minutes!r}")
+        self.seconds, self.epochs = 60.0 * minutes, 0
+
+    def on_train_begin(self, logs=None):
+        import time
+
+        self._clock = time.monotonic
+        self.start = self._clock()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epochs = epoch + 1
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._clock() - self.start > self.seconds:
+            self.model.stop_training = True

@@ -486,7 +486,7 @@ def best_of_starts(rounds, workdir, count, start_rounds, seed, summarize, by="tr
     Example:
 
     ```python
-    >>> import keras, numpy as np, pathlib, tempfile
+    >>> import contextlib, io, keras, numpy as np, pathlib, tempfile
     >>> def rounds(seed, workdir, max_rounds):
     ...     def build():
     ...         keras.utils.set_random_seed(seed)
@@ -497,8 +497,9 @@ def best_of_starts(rounds, workdir, count, start_rounds, seed, summarize, by="tr
     ...         np.ones((4, 1)), np.zeros((4, 1)), verbose=0))}
     ...     return train_in_rounds(build, lambda model, index: {}, loss, workdir,
     ...                            1e9, describe=lambda e: "", max_rounds=max_rounds)
-    >>> record = best_of_starts(rounds, pathlib.Path(tempfile.mkdtemp()), 3, 1, 0,
-    ...                         lambda entry: {"loss": entry["loss"]}, by="loss")
+    >>> with contextlib.redirect_stdout(io.StringIO()):  # each start's progress lines
+    ...     record = best_of_starts(rounds, pathlib.Path(tempfile.mkdtemp()), 3, 1, 0,
+    ...                             lambda entry: {"loss": entry["loss"]}, by="loss")
     >>> best = min(record["by_start"], key=lambda trial: trial["loss"])
     >>> record["chosen"] == best["start"], record["seed"] == best["seed"]
     (True, True)

@@ -209,20 +209,50 @@ def test_babi_entnet_refuses_a_negative_weight_decay(capsys):
     assert babi_entnet.parse_args(["--weight-decay", "0.02"]).weight_decay == 0.02
 
 
-def test_babi_entnet_recipe_flags_set_the_initial_weights():
+def test_babi_entnet_recipe_flags_set_the_initial_weights(tmp_path):
     """--embedding-stddev redraws the embeddings (so the tied keys) from N(0, s); --gate-bias
     starts every block's write gate at that bias (the paper's gate has none: 0 keeps it)."""
+    import keras
     import numpy as np
 
     from bench import babi_entnet
     from keras_relmem.data import load_babi
+    from keras_relmem.tasks import babi
 
     data = load_babi(1, "en")
-    args = babi_entnet.parse_args(["--tied-keys", "--embedding-stddev", "0.3", "--gate-bias", "-2"])
-    model = babi_entnet.build_model(data, args, seed=0)
+
+    def built(flags):
+        args = babi_entnet.parse_args(flags)
+        keras.utils.set_random_seed(0)
+        model = babi.build_model(babi.resolve_args(babi_entnet.task_arguments(1, 0, args, tmp_path)), data)
+        babi_entnet.adjust_model(args, 0)(model)
+        return model
+
+    model = built(["--tied-keys", "--embedding-stddev", "0.3", "--gate-bias", "-2"])
     embeddings = np.asarray(model.get_layer("embedding").embeddings)
     assert abs(embeddings.std() - 0.3) < 0.03  # the paper's 0.1 would fail this
     np.testing.assert_array_equal(np.asarray(model.get_layer("memory").cell.gate_bias), -2.0)
-    default = babi_entnet.build_model(data, babi_entnet.parse_args(["--tied-keys"]), seed=0)
+    default = built(["--tied-keys"])
     np.testing.assert_array_equal(np.asarray(default.get_layer("memory").cell.gate_bias), 0.0)
     assert abs(np.asarray(default.get_layer("embedding").embeddings).std() - 0.1) < 0.01
+
+
+def test_the_bench_and_the_task_script_give_the_same_per_epoch_losses(tmp_path):
+    """The EntNet bench trains through the task script's code (`keras_relmem.tasks.babi.train_one`): the
+    command it records, run as a user would, gives the same losses epoch by epoch (two epochs of five
+    batches)."""
+    from bench import babi_entnet
+    from keras_relmem.tasks import babi
+
+    table = tmp_path / "entnet.json"
+    babi_entnet.main(["--tasks", "1", "--epochs", "2", "--max-steps", "5", "--budget-minutes", "30", "--seeds", "1",
+                      "--no-jit-compile", "--results", str(table), "--workdir", str(tmp_path / "bench")])
+    run = json.loads(table.read_text())["tasks"]["1"]["runs"]["1"]
+    command = run["command"].split()
+    assert command[:2] == ["python", "tasks/train_babi.py"]
+    # only what differs from the script's default recipe: the paper's schedule, keys, decay and scale
+    assert "--schedule step" in run["command"] and "--no-tied-keys" in run["command"]
+    babi.run([*command[2:], "--no-export", "--verbose", "0", "--workdir", str(tmp_path / "user")])
+    epochs = json.loads((tmp_path / "user" / "qa1" / "metrics.json").read_text())["epochs"]
+    assert [round(e["loss"], 4) for e in epochs] == run["loss_curve"]
+    assert [round(e["val_loss"], 4) for e in epochs] == run["val_loss_curve"]

@@ -95,6 +95,12 @@ def build_parser():
     parser.add_argument("--head-size", type=int, default=None, help="RMC head size")
     parser.add_argument("--max-hops", type=int, default=None, help="MEMO's hard stop N (default 5)")
     parser.add_argument("--validation-split", type=float, default=0.1)
+    parser.add_argument("--budget-minutes", type=float, default=None,
+                        help="stop each model's training after this many minutes, whatever --epochs says "
+                             "(keras_relmem.callbacks.TimeBudget; the EntNet table's runs had 10)")
+    parser.add_argument("--restore-best", action="store_true",
+                        help="test the weights of the epoch with the lowest validation loss rather than the last "
+                             "epoch's (the EntNet table's runs did)")
     parser.add_argument("--no-buckets", action="store_true",
                         help="pad every batch to the memory window instead of batching stories of similar "
                              "length padded to their bucket (EntNet and MEMO, one replica)")
@@ -207,6 +213,10 @@ def check_inputs(args):
             raise ValueError(f"--embedding-stddev sets EntNet's embedding scale; --model is {args.model}")
         if args.embedding_stddev <= 0:
             raise ValueError(f"--embedding-stddev must be positive; got {args.embedding_stddev}")
+    if args.budget_minutes is not None and not args.budget_minutes > 0:
+        raise ValueError(f"--budget-minutes must be > 0; got {args.budget_minutes}")
+    if args.restore_best and args.validation_split == 0:
+        raise ValueError("--restore-best picks the epoch by its validation loss; --validation-split is 0")
     if args.schedule == "plateau" and args.validation_split == 0:
         raise ValueError("--schedule plateau watches the validation loss; --validation-split is 0")
     if args.schedule == "cyclic" and not 0 < args.min_learning_rate <= args.learning_rate:
@@ -243,11 +253,40 @@ def format_table(results, model_name):
     return "\n".join(lines)
 
 
-def train_one(args, tasks, workdir, strategy):
+def build_model(args, data):
+    """The (uncompiled) model `args` describe for `data` (a `BabiData`): its size and vocabularies, the
+    model's flags, and EntNet's tied keys."""
+    from keras_relmem.models import build_babi_model
+
+    hparams = model_hparams(args)
+    if getattr(args, "tied_keys", False):
+        hparams["entity_ids"] = babi_data.entity_ids(data.vocab)
+    return build_babi_model(args.model, len(data.vocab), len(data.answer_vocab), data.story_length,
+                            data.sentence_length, data.query_length, **hparams)
+
+
+def train_one(args, tasks, workdir, strategy, callbacks=(), adjust_model=None, optimizer_options=None):
+    """Train one model on `tasks` as `args` say, test it per task, and export it.
+
+    Args:
+        args: from `resolve_args`.
+        tasks: the task numbers this model trains on.
+        workdir: its folder (checkpoints, metrics.json).
+        strategy: a `tf.distribute` strategy.
+        callbacks: more Keras callbacks for `fit`.
+        adjust_model: optional `(model) -> None` called after the model is
+            built, before it is compiled (e.g. a benchmark's other initial weights).
+        optimizer_options: more arguments of `keras_relmem.training.adam`.
+
+    Returns:
+        `(model, data, accuracy, seconds, exported, record)`: `accuracy` is
+        `{task: (accuracy, questions)}` on the test split, `record` the
+        per-epoch metrics (`run_fit`'s).
+    """
     import keras
 
+    from keras_relmem import callbacks as controls
     from keras_relmem import distribute, export, training
-    from keras_relmem.models import build_babi_model
 
     data = load_data(args, tasks)
     static = distribute.needs_static_batches(strategy) or bool(args.jit_compile)
@@ -268,26 +307,17 @@ def train_one(args, tasks, workdir, strategy):
     if args.max_eval_steps and validation is not None:
         validation = validation.take(args.max_eval_steps)
     with strategy.scope():
-        hparams = model_hparams(args)
-        if getattr(args, "tied_keys", False):
-            hparams["entity_ids"] = babi_data.entity_ids(data.vocab)
-        model = build_babi_model(
-            args.model,
-            len(data.vocab),
-            len(data.answer_vocab),
-            data.story_length,
-            data.sentence_length,
-            data.query_length,
-            **hparams,
-        )
+        model = build_model(args, data)
         steps_per_epoch = max(1, len(data.story_lengths("train")) // args.batch_size)
         if args.max_steps:
             steps_per_epoch = min(steps_per_epoch, args.max_steps)
         rate, schedule = training.learning_rate_schedule(
             args.schedule, args.learning_rate, steps_per_epoch, halve_every=args.halve_every,
             patience=args.patience, minimum=args.min_learning_rate, half_cycle_epochs=args.half_cycle_epochs)
-        optimizer = training.adam(rate, weight_decay=args.weight_decay, decay_scope=args.decay_scope,
-                                  clipnorm=args.clipnorm)
+        if adjust_model is not None:
+            adjust_model(model)
+        options = {"clipnorm": args.clipnorm, **(optimizer_options or {})}
+        optimizer = training.adam(rate, weight_decay=args.weight_decay, decay_scope=args.decay_scope, **options)
         if args.model == "memo":  # trains itself (REINFORCE step); no compiled loss
             model.compile(optimizer, jit_compile=bool(args.jit_compile))
         else:
@@ -297,8 +327,15 @@ def train_one(args, tasks, workdir, strategy):
                 metrics=["accuracy"],
                 jit_compile=bool(args.jit_compile),
             )
+    extra = list(callbacks) + list(schedule)
+    if args.budget_minutes:
+        extra.append(controls.TimeBudget(args.budget_minutes))
+    best = pathlib.Path(workdir) / "best.weights.h5"
+    if args.restore_best:
+        extra.append(keras.callbacks.ModelCheckpoint(str(best), monitor="val_loss", save_best_only=True,
+                                                     save_weights_only=True))
     start = time.time()
-    training.run_fit(
+    record = training.run_fit(
         model,
         train,
         validation,
@@ -306,10 +343,12 @@ def train_one(args, tasks, workdir, strategy):
         args.epochs,
         resume=args.resume,
         logdir=args.logdir,
-        callbacks=schedule,
+        callbacks=extra,
         verbose=args.verbose,
     )
     seconds = time.time() - start
+    if args.restore_best and best.exists():
+        model.load_weights(best)
     accuracy = per_task_accuracy(model, data)
     if args.plot and distribute.is_chief():
         from keras_relmem.tasks import plots
@@ -324,7 +363,7 @@ def train_one(args, tasks, workdir, strategy):
         base = args.export_dir or os.path.join(args.workdir, "export")
         exported = str(export.export_babi(model, data, base, name=export.babi_model_name(args.model, tasks)))
         export.announce(exported)
-    return model, data, accuracy, seconds, exported
+    return model, data, accuracy, seconds, exported, record
 
 
 def joint_recipe(argv):
@@ -378,7 +417,7 @@ def run(argv=None):
     for tasks in groups:
         label = "joint" if len(tasks) > 1 else f"qa{tasks[0]}"
         workdir = pathlib.Path(args.workdir) / label
-        _, _, accuracy, seconds, exported = train_one(args, tasks, workdir, strategy)
+        _, _, accuracy, seconds, exported, _ = train_one(args, tasks, workdir, strategy)
         timings[label] = seconds
         exports[label] = exported
         for task, (acc, count) in accuracy.items():
