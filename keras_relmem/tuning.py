@@ -60,6 +60,22 @@ def babi_search_space(hp, model):
     raise ValueError(f"No search space for model {model!r}.")
 
 
+# What a search centred on a recipe varies, and by which factors of the recipe's value.
+CENTRED = {"learning_rate": (1 / 3, 1.0, 3.0), "weight_decay": (0.5, 1.0, 2.0), "embedding_stddev": (0.5, 1.0, 2.0)}
+
+
+def recipe_search_space(hp, recipe):
+    """A search centred on a recipe (`keras_relmem.recipes`): each of its `CENTRED` settings that is a
+    positive number becomes a choice of that value times the factors, starting at the recipe's own value;
+    every other setting stays the recipe's. Returns the recipe's settings with the trial's values."""
+    settings = dict(recipe.settings)
+    for name, factors in CENTRED.items():
+        value = settings.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            settings[name] = hp.Choice(name, [float(f"{value * f:.3g}") for f in factors], default=float(value))
+    return settings
+
+
 class BabiHyperModel(kt.HyperModel):
     """A bAbI QA model (`entnet`, `rmc`, `lstm` or `memo`) for KerasTuner.
 
@@ -68,6 +84,11 @@ class BabiHyperModel(kt.HyperModel):
         data: the `BabiData` to train and validate on.
         batch_size: int (default 32).
         max_steps: optional cap of steps per epoch (smoke tests).
+        recipe: optional `keras_relmem.recipes.Recipe` of this model: trials
+            build and train as the task script does with that recipe, its
+            `CENTRED` settings searched around its values
+            (`recipe_search_space`); None: the papers' sweep
+            (`babi_search_space`).
 
     Example:
 
@@ -78,20 +99,53 @@ class BabiHyperModel(kt.HyperModel):
     ```
     """
 
-    def __init__(self, model, data, batch_size=32, max_steps=None):
+    def __init__(self, model, data, batch_size=32, max_steps=None, recipe=None):
         super().__init__(name=f"babi_{model}")
         self.model_name = model
         self.data = data
         self.batch_size = batch_size
         self.max_steps = max_steps
+        if recipe is not None and (recipe.task, recipe.model, recipe.joint) != ("babi", model, False):
+            raise ValueError(f"recipe {recipe.name!r} is not a one-model bAbI recipe of {model!r}")
+        self.recipe = recipe
+        self._schedule = []
+
+    def _recipe_args(self, hp):
+        """The task script's arguments (`keras_relmem.tasks.babi.resolve_args`) of the recipe with the
+        trial's values, so a trial builds and trains as `tasks/train_babi.py --recipe NAME` does."""
+        from keras_relmem.tasks import babi
+
+        args = babi.resolve_args(["--model", self.model_name, "--recipe", self.recipe.name, "--task", "1"])
+        for name, value in recipe_search_space(hp, self.recipe).items():
+            setattr(args, name, value)
+        return args
+
+    def _build_from_recipe(self, hp):
+        from keras_relmem import training
+        from keras_relmem.tasks import babi
+
+        args = self._recipe_args(hp)
+        model = babi.build_model(args, self.data)
+        steps = max(1, len(self.data.story_lengths("train")) // self.batch_size)
+        rate, self._schedule = training.learning_rate_schedule(
+            args.schedule, args.learning_rate, steps, halve_every=args.halve_every, patience=args.patience,
+            minimum=min(args.min_learning_rate, args.learning_rate), half_cycle_epochs=args.half_cycle_epochs)
+        optimizer = training.adam(rate, weight_decay=args.weight_decay, decay_scope=args.decay_scope,
+                                  clipnorm=args.clipnorm)
+        return model, optimizer
 
     def build(self, hp):
+        if self.recipe is not None:
+            model, optimizer = self._build_from_recipe(hp)
+            return self._compile(model, optimizer)
         kwargs, learning_rate = babi_search_space(hp, self.model_name)
         model = build_babi_model(
             self.model_name, len(self.data.vocab), len(self.data.answer_vocab),
             self.data.story_length, self.data.sentence_length, self.data.query_length, **kwargs,
         )
-        optimizer = keras.optimizers.Adam(learning_rate, clipnorm=40.0)
+        return self._compile(model, keras.optimizers.Adam(learning_rate, clipnorm=40.0))
+
+    def _compile(self, model, optimizer):
         if self.model_name == "memo":
             model.compile(optimizer)
         else:
@@ -108,6 +162,7 @@ class BabiHyperModel(kt.HyperModel):
         if self.max_steps:
             train, validation = train.take(self.max_steps), validation.take(self.max_steps)
         kwargs.setdefault("verbose", 0)
+        kwargs["callbacks"] = list(kwargs.get("callbacks", [])) + list(self._schedule)
         return model.fit(train, validation_data=validation, shuffle=False, **kwargs)
 
 

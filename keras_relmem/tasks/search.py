@@ -32,6 +32,10 @@ def build_parser():
     parser.add_argument("--no-export", action="store_true")
     parser.add_argument("--max-steps", type=common.positive_int, default=None, help="cap steps per epoch (smoke tests)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--recipe", default=None, metavar="NAME",
+                        help="centre the search on a bAbI recipe (relmem-train-babi --list-recipes): trials train "
+                             "as that recipe does, its learning rate, weight decay and embedding scale searched "
+                             "around its values; default: the papers' sweep of model sizes and rates")
     return common.show_defaults(parser)
 
 
@@ -48,6 +52,19 @@ def run(argv=None):
             corpus = lm_data.load_corpus(args.corpus, args.data_dir)
         else:
             data = babi_data.load_babi(task, args.data, data_dir=args.data_dir, seed=args.seed)
+        recipe = None
+        if args.recipe:
+            from keras_relmem import recipes
+
+            if is_lm:
+                raise ValueError("--recipe centres a bAbI search; --task lm has the papers' sweep only")
+            try:
+                recipe = recipes.get(args.recipe)
+            except KeyError as error:
+                raise ValueError(error.args[0]) from None
+            if (recipe.task, recipe.model, recipe.joint) != ("babi", args.model, False):
+                raise ValueError(f"--recipe {recipe.name} is not a one-model-per-task bAbI recipe of --model "
+                                 f"{args.model} (it is {recipe.task}, {recipe.model}{', joint' * recipe.joint})")
     except (argparse.ArgumentTypeError, ValueError, FileNotFoundError, ConnectionError) as error:
         build_parser().error(str(error))
 
@@ -59,7 +76,7 @@ def run(argv=None):
     if is_lm:
         hypermodel = tuning.LMHyperModel(args.model, corpus, args.batch_size, max_steps=args.max_steps)
     else:
-        hypermodel = tuning.BabiHyperModel(args.model, data, args.batch_size, max_steps=args.max_steps)
+        hypermodel = tuning.BabiHyperModel(args.model, data, args.batch_size, max_steps=args.max_steps, recipe=recipe)
     project = args.project_name or f"{args.model}_{args.task}"
     tuner = tuning.make_tuner(
         args.tuner, hypermodel, OBJECTIVE["lm" if is_lm else "babi"], args.max_trials,

@@ -104,3 +104,40 @@ def test_distributed_chief_and_two_workers(tmp_path):
     assert "Best hyper-parameters" in outputs["chief"]
     # The workers ran the trials (each saved its tuner state); the chief only served the oracle.
     assert {p.name for p in (tmp_path / "entnet_1").glob("tuner*.json")} >= {"tuner0.json", "tuner1.json"}
+
+
+def test_a_search_centred_on_a_recipe_starts_at_it_and_builds_as_the_task_script():
+    """`relmem-search --recipe entnet_babi`: the learning rate, weight decay and embedding scale are searched
+    around the recipe's (x1/3..x3 and x1/2..x2), starting at them; a trial at the defaults builds the task
+    script's model for that recipe (tied keys: one block per entity word) with its optimizer and schedule."""
+    from keras_relmem.data import babi as babi_data
+    from keras_relmem.data import load_babi
+    from keras_relmem.optimizers import TriangularCyclicRate
+
+    recipe = recipes.get("entnet_babi")
+    hp = kt.HyperParameters()
+    settings = tuning.recipe_search_space(hp, recipe)
+    space = {p.name: p for p in hp.space}
+    assert {name: list(p.values) for name, p in space.items()} == {"learning_rate": [0.00333, 0.01, 0.03],
+                                                                   "weight_decay": [0.01, 0.02, 0.04],
+                                                                   "embedding_stddev": [0.15, 0.3, 0.6]}
+    assert {k: settings[k] for k in space} == {k: recipe.settings[k] for k in space}  # starts at the recipe
+    assert settings["schedule"] == "cyclic" and settings["tied_keys"]  # the rest stays the recipe's
+    data = load_babi(1, "en")
+    model = tuning.BabiHyperModel("entnet", data, recipe=recipe).build(kt.HyperParameters())
+    assert model.get_layer("memory").cell.num_blocks == len(babi_data.entity_ids(data.vocab))
+    rate = model.optimizer._learning_rate  # the schedule itself (`learning_rate` is its value now)
+    assert model.optimizer.weight_decay == 0.02 and isinstance(rate, TriangularCyclicRate)
+    assert (rate.minimum, rate.maximum) == (2e-4, 0.01)
+    with pytest.raises(ValueError, match="not a one-model bAbI recipe"):
+        tuning.BabiHyperModel("rmc", data, recipe=recipe)
+
+
+def test_a_search_on_a_recipe_runs(tmp_path, capsys):
+    summary = search.run(["--max-trials", "1", "--directory", str(tmp_path), "--no-export", "--recipe", "entnet_babi",
+                          *TINY])
+    assert summary["completed_trials"] == 1
+    assert set(summary["best_hyperparameters"]) == {"learning_rate", "weight_decay", "embedding_stddev"}
+    with pytest.raises(SystemExit):
+        search.run(["--model", "rmc", "--recipe", "entnet_babi", "--directory", str(tmp_path)])
+    assert "not a one-model-per-task bAbI recipe of --model rmc" in capsys.readouterr().err
