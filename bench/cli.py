@@ -29,16 +29,11 @@ def add_recipe_argument(parser, names, default=None):
 
 def parse_with_recipe(parser, argv):
     """Parse `argv` with the defaults of its --recipe (explicit flags still win)."""
-    from keras_relmem import recipes
+    from keras_relmem.tasks.common import apply_recipe
 
     name = parser.parse_known_args(argv)[0].recipe
     if name:
-        settings = dict(recipes.get(name).settings)
-        known = {action.dest for action in parser._actions}
-        unknown = sorted(set(settings) - known)
-        if unknown:  # a recipe naming a flag this command lacks would be silently ignored
-            parser.error(f"--recipe {name} sets {unknown}, which are not flags of this command")
-        parser.set_defaults(**settings)
+        apply_recipe(parser, name)
     return parser.parse_args(argv)
 
 

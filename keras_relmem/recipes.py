@@ -232,3 +232,40 @@ register(
     {**_PAI, "length": 4, "max_hops": 7, "final_learning_rate": None, "halting_warmup": 0,
      "answer_loss": "visited", "gamma": 0.9, "beta": 0.01, "halting_inputs": "distance"},
 )
+
+# --- Language modelling (tasks/train_lm.py) ------------------------------------------------------------
+
+_LM = {"batch_size": 64, "bptt": 100, "learning_rate": 1e-3, "clipnorm": 0.25, "epochs": 10}
+register(
+    "lm_ptb_rmc", "lm", "rmc",
+    "RMC language model on PTB: Adam 1e-3, batch 64, BPTT 100, gradient-norm clip 0.25, 10 epochs",
+    "bench/results/ptb_lm_fair.json (the 'rmc' runs, seeds 0-2, trained for 120 minutes instead of epochs)",
+    "python tasks/train_lm.py --model rmc --corpus ptb", _LM, default=True,
+)
+register(
+    "lm_ptb_lstm", "lm", "lstm",
+    "LSTM language model on PTB with the RMC's optimisation (Adam 1e-3, batch 64, BPTT 100, clip 0.25)",
+    "our choice, for a comparison at equal optimisation; Zaremba et al.'s SGD recipes, which the bench's "
+    "lstm_zaremba_* runs of bench/results/ptb_lm_fair.json measure, are bench runs (python -m bench.ptb_lm)",
+    "python tasks/train_lm.py --model lstm --corpus ptb", _LM, default=True,
+)
+
+# --- Nth Farthest (tasks/train_nth_farthest.py) ------------------------------------------------------------
+
+_NTH = {"batch_size": 64, "learning_rate": 1e-3, "epochs": 20, "train_examples": 50_000, "num_objects": 8,
+        "num_features": 16}
+register(
+    "nth_farthest_rmc", "nth_farthest", "rmc",
+    "RMC on Nth Farthest (8 objects of 16 features): 4 memories, 4 heads of 64, 1 block, Adam 1e-3, "
+    "batch 64, 50,000 training examples for 20 epochs",
+    "Santoro et al. 2018, §4.1 and Sonnet's relational_memory example (memories, heads, head size, blocks); "
+    "the examples and epochs are ours for a CPU",
+    "python tasks/train_nth_farthest.py --model rmc",
+    {**_NTH, "mem_slots": 4, "head_size": 64, "num_heads": 4, "num_blocks": 1}, default=True,
+)
+register(
+    "nth_farthest_lstm", "nth_farthest", "lstm",
+    "LSTM baseline on Nth Farthest: 512 units, Adam 1e-3, batch 64",
+    "Santoro et al. 2018, §4.1 (the LSTM baseline); sizes ours",
+    "python tasks/train_nth_farthest.py --model lstm", {**_NTH, "units": 512}, default=True,
+)

@@ -133,3 +133,43 @@ def test_memo_defaults_are_the_measured_ones_and_a_saved_model_keeps_its_own(tmp
     old.save(tmp_path / "old.keras")
     loaded = keras.saving.load_model(tmp_path / "old.keras")
     assert (loaded.answer_loss, loaded.gamma) == ("visited", 0.9)
+
+
+def test_every_task_script_recipe_parses_back_from_its_own_command():
+    """Each recipe a task script trains: its command, parsed by that script, gives the recipe's settings (so
+    no setting names a flag the script lacks, and the command is the recipe's)."""
+    import shlex
+
+    from keras_relmem.tasks import babi_joint, common, lm, nth_farthest
+
+    parsers = {"tasks/train_lm.py": ("lm", lm.build_parser), "tasks/train_nth_farthest.py":
+               ("nth_farthest", nth_farthest.build_parser)}
+    checked = set()
+    for name in recipes.names():
+        recipe = recipes.get(name)
+        words = shlex.split(recipe.command.replace(" N ", " 1 ").replace("--task N", "--task 1"))
+        if words[:2] != ["python", words[1]] or not words[1].startswith("tasks/"):
+            continue
+        argv = words[2:]
+        if words[1] == "tasks/train_babi.py":
+            joint = babi_task.joint_recipe(argv)
+            args = babi_joint.parse_args(argv, recipe=joint) if joint else babi_task.resolve_args(argv)
+        else:
+            task, build = parsers[words[1]]
+            args = common.parse_with_recipes(build(), argv, task)
+        assert args.recipe == name, name
+        derived = {"first_tasks_rounds", "answer_warmup_rounds"}  # set from others when None
+        assert {k: getattr(args, k) for k in recipe.settings if k not in derived} == \
+            {k: v for k, v in recipe.settings.items() if k not in derived}, name
+        checked.add(name)
+    assert {"entnet_babi", "memo_babi_joint", "lm_ptb_rmc", "nth_farthest_rmc"} <= checked
+
+
+def test_lm_and_nth_farthest_scripts_refuse_a_recipe_of_another_task_or_model(capsys):
+    from keras_relmem.tasks import common, lm
+
+    for argv, message in ((["--recipe", "entnet_babi"], "is a babi recipe; this command trains lm"),
+                          (["--model", "lstm", "--recipe", "lm_ptb_rmc"], "is for --model rmc; got --model lstm")):
+        with pytest.raises(SystemExit):
+            common.parse_with_recipes(lm.build_parser(), argv, "lm")
+        assert message in capsys.readouterr().err

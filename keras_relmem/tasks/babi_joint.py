@@ -167,16 +167,10 @@ def build_parser(description=None, workdir="runs/babi/memo_joint"):
 def parse_args(argv=None, parser=None, recipe=None):
     """Parse `argv` with the settings of its --recipe (or `recipe`, when it names none) as defaults; an
     explicit flag still wins. Every impossible combination is refused here, naming the flag."""
-    from keras_relmem import recipes
-
     parser = parser or build_parser()
     name = parser.parse_known_args(argv)[0].recipe or recipe
     if name:
-        settings = dict(recipes.get(name).settings)
-        unknown = sorted(set(settings) - {action.dest for action in parser._actions})
-        if unknown:  # a recipe naming a flag this command lacks would be silently ignored
-            parser.error(f"--recipe {name} sets {unknown}, which are not flags of this command")
-        parser.set_defaults(**settings)
+        common.apply_recipe(parser, name)
     args = parser.parse_args(argv)
     args.recipe = name
     if args.task != "all":

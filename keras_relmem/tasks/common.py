@@ -63,3 +63,61 @@ def limit_threads(threads):
 
         tf.config.threading.set_inter_op_parallelism_threads(threads)
         tf.config.threading.set_intra_op_parallelism_threads(threads)
+
+
+def add_recipe_arguments(parser, task):
+    """--list-recipes and --recipe NAME for a task script whose flags a recipe of `task` fills."""
+    parser.add_argument("--list-recipes", action="store_true", help=f"list the named {task} recipes and exit")
+    parser.add_argument("--recipe", default=None, metavar="NAME",
+                        help="a named recipe (see --list-recipes); flags given override its single parts "
+                             "(default: the model's own)")
+    return parser
+
+
+def apply_recipe(parser, name):
+    """Make recipe `name`'s settings the defaults of `parser`'s flags (explicit flags still win); a recipe
+    naming a flag the parser lacks is refused, since it would be silently ignored. Returns the recipe."""
+    from keras_relmem import recipes
+
+    try:
+        recipe = recipes.get(name)
+    except KeyError as error:
+        parser.error(str(error.args[0]))
+    unknown = sorted(set(recipe.settings) - {action.dest for action in parser._actions})
+    if unknown:
+        parser.error(f"--recipe {name} sets {unknown}, which are not flags of this command")
+    parser.set_defaults(**recipe.settings)
+    return recipe
+
+
+def parse_with_recipes(parser, argv, task):
+    """Parse `argv` for a task script with recipes (`add_recipe_arguments`): --list-recipes prints the
+    task's recipes and exits; the settings of --recipe (which also names the model), or of --model's
+    default recipe, are the defaults of the other flags. `args.recipe` names the recipe used."""
+    from keras_relmem import recipes
+
+    named = argparse.ArgumentParser(add_help=False)
+    named.add_argument("--model")
+    named.add_argument("--recipe")
+    named.add_argument("--list-recipes", action="store_true")
+    chosen = named.parse_known_args(argv)[0]
+    if chosen.list_recipes:
+        print(recipes.listing(task))
+        raise SystemExit(0)
+    model = chosen.model or parser.get_default("model")
+    if chosen.recipe:
+        if chosen.recipe in recipes.names() and recipes.get(chosen.recipe).task != task:
+            parser.error(f"--recipe {chosen.recipe} is a {recipes.get(chosen.recipe).task} recipe; this command "
+                         f"trains {task} (see --list-recipes)")
+        recipe = apply_recipe(parser, chosen.recipe)
+        if chosen.model is None:
+            parser.set_defaults(model=recipe.model)
+        elif chosen.model != recipe.model:
+            parser.error(f"--recipe {recipe.name} is for --model {recipe.model}; got --model {chosen.model}")
+    else:
+        recipe = recipes.default(task, model)
+        if recipe is not None:
+            apply_recipe(parser, recipe.name)
+    args = parser.parse_args(argv)
+    args.recipe = recipe.name if recipe else None
+    return args

@@ -18,7 +18,7 @@ import time
 from keras_relmem.data import lm as lm_data
 from keras_relmem.tasks import common
 
-RECIPE = {"batch_size": 64, "bptt": 100, "learning_rate": 1e-3, "clipnorm": 0.25, "epochs": 10}
+# The flags' defaults are the model's default recipe (keras_relmem.recipes: lm_ptb_rmc, lm_ptb_lstm).
 
 
 def build_parser():
@@ -26,15 +26,16 @@ def build_parser():
         description="Train a next-word language model (RMC or LSTM) with truncated BPTT.",
     )
     parser.add_argument("--model", choices=["rmc", "lstm"], default="rmc")
+    common.add_recipe_arguments(parser, "lm")
     parser.add_argument("--corpus", choices=lm_data.CORPORA, default="ptb")
     parser.add_argument("--data-dir", default=None, help="local data folder (default $KERAS_RELMEM_DATA)")
-    parser.add_argument("--epochs", type=common.positive_int, default=RECIPE["epochs"])
-    parser.add_argument("--batch-size", type=common.positive_int, default=RECIPE["batch_size"])
+    parser.add_argument("--epochs", type=common.positive_int, default=None)
+    parser.add_argument("--batch-size", type=common.positive_int, default=None)
     parser.add_argument(
-        "--bptt", type=common.positive_int, default=RECIPE["bptt"], help="truncation length (default 100)"
+        "--bptt", type=common.positive_int, default=None, help="truncation length (default: the recipe's, 100)"
     )
-    parser.add_argument("--learning-rate", type=float, default=RECIPE["learning_rate"])
-    parser.add_argument("--clipnorm", type=float, default=RECIPE["clipnorm"])
+    parser.add_argument("--learning-rate", type=float, default=None)
+    parser.add_argument("--clipnorm", type=float, default=None)
     parser.add_argument("--embedding-dim", type=common.positive_int, default=None, help="default 192")
     parser.add_argument("--untied", action="store_true", help="a separate softmax matrix instead of the embedding")
     parser.add_argument("--mem-slots", type=common.positive_int, default=None, help="RMC (default 1)")
@@ -56,7 +57,7 @@ def model_hparams(args):
 
 
 def run(argv=None):
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    args = common.parse_with_recipes(build_parser(), sys.argv[1:] if argv is None else argv, "lm")
     # Graph mode beats XLA for these models on CPU (bench/lm_speed.py).
     jit = bool(args.jit_compile)
     try:

@@ -24,6 +24,7 @@ def build_parser():
     )
     parser.add_argument("--model", choices=["rmc", "lstm", "mlp"], default="rmc",
                         help="mlp: no recurrent core, the MLP reads the flattened sequence (a reference)")
+    common.add_recipe_arguments(parser, "nth_farthest")
     parser.add_argument("--train-examples", type=common.positive_int, default=50_000)
     parser.add_argument("--test-examples", type=common.positive_int, default=5_000)
     parser.add_argument("--num-objects", type=common.positive_int, default=8)
@@ -67,7 +68,7 @@ def build_model(args, input_shape):
 
 
 def run(argv=None):
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    args = common.parse_with_recipes(build_parser(), sys.argv[1:] if argv is None else argv, "nth_farthest")
     import keras
     import tensorflow as tf
 
