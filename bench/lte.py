@@ -181,6 +181,9 @@ def summarize(results):
     for task, models in tasks.items():
         for model, runs in models.items():
             runs.sort(key=lambda r: r["seed"])
+            # a seed still training does not move the row of the seeds that finished (it is listed apart)
+            unfinished = [r for r in runs if not r.get("complete")]
+            runs = [r for r in runs if r.get("complete")] or runs
             models[model] = {
                 "accuracy": statistics.median(r["accuracy"] for r in runs),
                 "solved": statistics.median(r["solved"] for r in runs),
@@ -191,9 +194,11 @@ def summarize(results):
                 "model": runs[0]["model"],
                 # how soon a task is learnt: examples until the test accuracy first reaches 99% (None: not yet)
                 "examples_to_99": _median_or_none([_at(r, "accuracy", 99.0, metric="examples") for r in runs]),
+                "unfinished_seeds": {str(r["seed"]): r["accuracy"] for r in unfinished if r not in runs},
             }
         if "rmc" in models and "lstm" in models:
-            runs = [r for r in results["runs"].values() if r["task"] == task and _label(r) in ("rmc", "lstm")]
+            runs = [r for r in results["runs"].values() if r["task"] == task and _label(r) in ("rmc", "lstm")
+                    and str(r["seed"]) in models[_label(r)]["seeds"]]
             comparisons[task] = {}
             for key in ("examples", "minutes"):
                 limit = min(r[key] for r in runs)
@@ -214,7 +219,9 @@ def markdown(results):
         for label in sorted(rows, key=lambda label: (MODELS.index(label) if label in MODELS else len(MODELS), label)):
             row = rows[label]
             state = "" if row["complete"] else " (unfinished)"
-            seeds = ", ".join(f"{seed}: {value:.1f}" for seed, value in row["seeds"].items())
+            seeds = ", ".join([f"{seed}: {value:.1f}" for seed, value in row["seeds"].items()]
+                              + [f"{seed}: {value:.1f} (unfinished)"
+                                 for seed, value in row.get("unfinished_seeds", {}).items()])
             paper = f"{PAPER[label][task]:.1f}" if label in MODELS else ""
             lines.append(f"| {task} | {label.upper()}{state} | {row['accuracy']:.1f} | {seeds} | {row['solved']:.1f} "
                          f"| {int(row['examples']):,d} | {row['minutes']:.1f} | {paper} |")

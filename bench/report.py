@@ -178,7 +178,9 @@ def commands(entry, results):
     # one run's arguments, or a table's: {unit: arguments}
     runs = recorded_args.values() if all(isinstance(v, dict) for v in recorded_args.values()) else [recorded_args]
     for recorded in runs:
-        command = command_for(entry.bench, recorded) + f" --results bench/results/{entry.name}"
+        # a file a task script wrote names the command that made it (`keras_relmem.tasks.babi_joint.run`)
+        command = recorded.get("command") or (command_for(entry.bench, recorded)
+                                              + f" --results bench/results/{entry.name}")
         if command not in found:
             found.append(command)
     return found

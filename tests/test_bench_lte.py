@@ -64,3 +64,20 @@ def test_examples_to_99_is_the_first_round_there_and_none_until_every_seed_is():
     bench_lte.summarize(results)
     assert results["tasks"]["copy"]["rmc"]["examples_to_99"] == 150  # seeds at 200 and 100
     assert results["tasks"]["copy"]["lstm"]["examples_to_99"] is None
+
+
+def test_a_seed_still_training_stays_out_of_the_row_of_the_finished_ones():
+    unfinished = {**_run("program", "rmc", 1, [5, 9], 100, 1.0), "complete": False}
+    runs = {"a": _run("program", "rmc", 0, [10, 30, 40], 100, 2.0), "b": unfinished,
+            "c": _run("program", "lstm", 0, [5, 20, 30, 35], 100, 1.0)}
+    results = {"runs": runs}
+    bench_lte.summarize(results)
+    row = results["tasks"]["program"]["rmc"]
+    assert (row["accuracy"], row["seeds"], row["unfinished_seeds"], row["complete"]) == (40, {"0": 40}, {"1": 9}, True)
+    # the comparison too is between finished runs: at the RMC seed 0's 300 examples, not seed 1's 200
+    assert results["comparisons"]["program"]["equal_examples"] == {"examples": 300, "rmc": 40, "lstm": 30}
+    assert "1: 9.0 (unfinished)" in bench_lte.markdown(results)
+    # with no seed finished, the unfinished ones are the row (marked so)
+    alone = {"runs": {"b": unfinished}}
+    bench_lte.summarize(alone)
+    assert alone["tasks"]["program"]["rmc"]["seeds"] == {"1": 9} and not alone["tasks"]["program"]["rmc"]["complete"]

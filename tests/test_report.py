@@ -53,12 +53,27 @@ def test_each_command_parses_back_to_the_recorded_arguments(entry):
     recorded_args = results["args"]
     runs = recorded_args.values() if all(isinstance(v, dict) for v in recorded_args.values()) else [recorded_args]
     for recorded in runs:
-        command = report.command_for(entry.bench, recorded).split()[3:]  # after `python -m bench.x`
-        parsed = vars(module.parse_args(command))
+        if "command" in recorded:  # written by the task script: its own command, parsed as it parses it
+            parsed = vars(_task_script_arguments(recorded["command"]))
+        else:
+            command = report.command_for(entry.bench, recorded).split()[3:]  # after `python -m bench.x`
+            parsed = vars(module.parse_args(command))
         for key, value in recorded.items():
             if key in report.not_in_command(entry.bench) or key not in parsed:
                 continue
             assert parsed[key] == value, f"{key}: the command gives {parsed[key]!r}, the run had {value!r}"
+
+
+def _task_script_arguments(command):
+    """The arguments `tasks/train_babi.py` parses from `command` (its joint MEMO runs)."""
+    import shlex
+
+    from keras_relmem.tasks import babi, babi_joint
+
+    words = shlex.split(command)
+    assert words[:2] == ["python", "tasks/train_babi.py"], command
+    argv = words[2:]
+    return babi_joint.parse_args(argv, recipe=babi.joint_recipe(argv))
 
 
 def test_command_for_writes_only_what_differs_from_the_defaults():
