@@ -167,8 +167,9 @@ def build_parser(description=None, workdir="runs/babi/memo_joint"):
 def parse_args(argv=None, parser=None, recipe=None):
     """Parse `argv` with the settings of its --recipe (or `recipe`, when it names none) as defaults; an
     explicit flag still wins. Every impossible combination is refused here, naming the flag."""
-    parser = parser or build_parser()
-    name = parser.parse_known_args(argv)[0].recipe or recipe
+    parser = common.show_defaults(parser or build_parser())
+    # --help waits until the recipe's values are the defaults it shows
+    name = parser.parse_known_args([a for a in (argv or []) if a not in ("-h", "--help")])[0].recipe or recipe
     if name:
         common.apply_recipe(parser, name)
     args = parser.parse_args(argv)
