@@ -182,8 +182,7 @@ def summarize(results):
         for model, runs in models.items():
             runs.sort(key=lambda r: r["seed"])
             # a seed still training does not move the row of the seeds that finished (it is listed apart)
-            unfinished = [r for r in runs if not r.get("complete")]
-            runs = [r for r in runs if r.get("complete")] or runs
+            every, runs = runs, [r for r in runs if r.get("complete")] or runs
             models[model] = {
                 "accuracy": statistics.median(r["accuracy"] for r in runs),
                 "solved": statistics.median(r["solved"] for r in runs),
@@ -194,7 +193,7 @@ def summarize(results):
                 "model": runs[0]["model"],
                 # how soon a task is learnt: examples until the test accuracy first reaches 99% (None: not yet)
                 "examples_to_99": _median_or_none([_at(r, "accuracy", 99.0, metric="examples") for r in runs]),
-                "unfinished_seeds": {str(r["seed"]): r["accuracy"] for r in unfinished if r not in runs},
+                "unfinished_seeds": {str(r["seed"]): r["accuracy"] for r in every if r not in runs},
             }
         if "rmc" in models and "lstm" in models:
             runs = [r for r in results["runs"].values() if r["task"] == task and _label(r) in ("rmc", "lstm")

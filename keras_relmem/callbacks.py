@@ -38,6 +38,8 @@ halting network's own optimizer); Sukhbaatar et al. 2015 (end-to-end memory
 networks, §4.2: linear start).
 """
 
+import time
+
 import keras
 
 from keras_relmem.models.memo import ANSWER_LOSSES
@@ -230,14 +232,11 @@ class TimeBudget(keras.callbacks.Callback):
         self.seconds, self.epochs = 60.0 * minutes, 0
 
     def on_train_begin(self, logs=None):
-        import time
-
-        self._clock = time.monotonic
-        self.start = self._clock()
+        self.start = time.monotonic()
 
     def on_epoch_end(self, epoch, logs=None):
         self.epochs = epoch + 1
 
     def on_train_batch_end(self, batch, logs=None):
-        if self._clock() - self.start > self.seconds:
+        if time.monotonic() - self.start > self.seconds:
             self.model.stop_training = True

@@ -307,6 +307,7 @@ def run_fit(
     )
     return metrics.record
 
+
 # --- Training in rounds on a wall-clock budget -------------------------------------------------------------
 #
 # `train_in_rounds` trains a compiled model in rounds (one `fit` epoch of a fixed number of steps each) until
@@ -315,6 +316,7 @@ def run_fit(
 # same workdir loads them and continues where the last completed round ended, so a budget of hours is spent
 # over several sittings. The clock counts only the rounds' training: evaluation, saving and the time between
 # sittings are excluded.
+
 
 def anneal_learning_rate(model, minutes, budget_minutes, initial, final):
     """Set the optimizer's rate on a cosine from `initial` (0 minutes) to `final` (the budget's end).
@@ -512,17 +514,17 @@ def best_of_starts(rounds, workdir, count, start_rounds, seed, summarize, by="tr
         chosen = json.loads(path.read_text())
         if (chosen["count"], chosen["rounds"]) != (count, start_rounds):
             raise WorkdirMismatch(f"{count} starts of {start_rounds} rounds asked for, but {workdir} chose among "
-                             f"{chosen['count']} starts of {chosen['rounds']} rounds; use a new workdir")
+                                  f"{chosen['count']} starts of {chosen['rounds']} rounds; use a new workdir")
         if not saved_curve(workdir):  # the choice without its copy (starts.json copied alone): copy again
             source = workdir / f"start{chosen['chosen']}"
             if not saved_curve(source):
-                raise WorkdirMismatch(f"{path} chose start {chosen['chosen'] + 1}, but neither {workdir} nor {source} "
-                                 "holds its model and curve; restore one of them or use a new workdir")
+                raise WorkdirMismatch(f"{path} chose start {chosen['chosen'] + 1}, but neither {workdir} nor "
+                                      f"{source} holds its model and curve; restore one of them or use a new workdir")
             _go_on_from(source, workdir, chosen["minutes_of_other_starts"])
         return chosen
     if saved_curve(workdir) and not (workdir / "start0").is_dir():  # with start0: stopped while choosing
         raise WorkdirMismatch(f"{count} starts asked for, but {workdir} holds a run begun with one start; "
-                         "use a new workdir")
+                              "use a new workdir")
     trials = []
     for start in range(count):
         start_seed = seed + seed_stride * start

@@ -120,41 +120,22 @@ class BabiHyperModel(kt.HyperModel):
             setattr(args, name, value)
         return args
 
-    def _build_from_recipe(self, hp):
-        from keras_relmem import training
+    def build(self, hp):
         from keras_relmem.tasks import babi
 
-        args = self._recipe_args(hp)
-        model = babi.build_model(args, self.data)
-        steps = max(1, len(self.data.story_lengths("train")) // self.batch_size)
-        rate, self._schedule = training.learning_rate_schedule(
-            args.schedule, args.learning_rate, steps, halve_every=args.halve_every, patience=args.patience,
-            minimum=min(args.min_learning_rate, args.learning_rate), half_cycle_epochs=args.half_cycle_epochs)
-        optimizer = training.adam(rate, weight_decay=args.weight_decay, decay_scope=args.decay_scope,
-                                  clipnorm=args.clipnorm)
-        return model, optimizer
-
-    def build(self, hp):
         if self.recipe is not None:
-            model, optimizer = self._build_from_recipe(hp)
-            return self._compile(model, optimizer)
+            args = self._recipe_args(hp)
+            # a searched rate below the cyclic schedule's floor lowers the floor with it
+            args.min_learning_rate = min(args.min_learning_rate, args.learning_rate)
+            steps = max(1, len(self.data.story_lengths("train")) // self.batch_size)
+            optimizer, self._schedule = babi.optimizer_and_schedule(args, steps)
+            return babi.compile_model(babi.build_model(args, self.data), self.model_name, optimizer)
         kwargs, learning_rate = babi_search_space(hp, self.model_name)
         model = build_babi_model(
             self.model_name, len(self.data.vocab), len(self.data.answer_vocab),
             self.data.story_length, self.data.sentence_length, self.data.query_length, **kwargs,
         )
-        return self._compile(model, keras.optimizers.Adam(learning_rate, clipnorm=40.0))
-
-    def _compile(self, model, optimizer):
-        if self.model_name == "memo":
-            model.compile(optimizer)
-        else:
-            model.compile(
-                optimizer,
-                keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                metrics=["accuracy"],
-            )
-        return model
+        return babi.compile_model(model, self.model_name, keras.optimizers.Adam(learning_rate, clipnorm=40.0))
 
     def fit(self, hp, model, *args, **kwargs):
         train = self.data.dataset("train", self.batch_size)

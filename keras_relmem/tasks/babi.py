@@ -265,6 +265,31 @@ def build_model(args, data):
                             data.sentence_length, data.query_length, **hparams)
 
 
+def optimizer_and_schedule(args, steps_per_epoch, optimizer_options=None):
+    """The optimizer `args` describe (Adam with their clip and weight decay, `keras_relmem.training.adam`,
+    plus `optimizer_options`) at their learning-rate schedule, and the callbacks that schedule needs."""
+    from keras_relmem import training
+
+    rate, schedule = training.learning_rate_schedule(
+        args.schedule, args.learning_rate, steps_per_epoch, halve_every=args.halve_every,
+        patience=args.patience, minimum=args.min_learning_rate, half_cycle_epochs=args.half_cycle_epochs)
+    options = {"clipnorm": args.clipnorm, **(optimizer_options or {})}
+    return training.adam(rate, weight_decay=args.weight_decay, decay_scope=args.decay_scope, **options), schedule
+
+
+def compile_model(model, name, optimizer, jit_compile=False):
+    """Compile the bAbI model `name` built: MEMO trains itself (its REINFORCE step, no compiled loss); the
+    others with the answers' cross-entropy and accuracy."""
+    import keras
+
+    if name == "memo":
+        model.compile(optimizer, jit_compile=jit_compile)
+    else:
+        model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"],
+                      jit_compile=jit_compile)
+    return model
+
+
 def train_one(args, tasks, workdir, strategy, callbacks=(), adjust_model=None, optimizer_options=None):
     """Train one model on `tasks` as `args` say, test it per task, and export it.
 
@@ -311,22 +336,10 @@ def train_one(args, tasks, workdir, strategy, callbacks=(), adjust_model=None, o
         steps_per_epoch = max(1, len(data.story_lengths("train")) // args.batch_size)
         if args.max_steps:
             steps_per_epoch = min(steps_per_epoch, args.max_steps)
-        rate, schedule = training.learning_rate_schedule(
-            args.schedule, args.learning_rate, steps_per_epoch, halve_every=args.halve_every,
-            patience=args.patience, minimum=args.min_learning_rate, half_cycle_epochs=args.half_cycle_epochs)
         if adjust_model is not None:
             adjust_model(model)
-        options = {"clipnorm": args.clipnorm, **(optimizer_options or {})}
-        optimizer = training.adam(rate, weight_decay=args.weight_decay, decay_scope=args.decay_scope, **options)
-        if args.model == "memo":  # trains itself (REINFORCE step); no compiled loss
-            model.compile(optimizer, jit_compile=bool(args.jit_compile))
-        else:
-            model.compile(
-                optimizer,
-                keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                metrics=["accuracy"],
-                jit_compile=bool(args.jit_compile),
-            )
+        optimizer, schedule = optimizer_and_schedule(args, steps_per_epoch, optimizer_options)
+        compile_model(model, args.model, optimizer, jit_compile=bool(args.jit_compile))
     extra = list(callbacks) + list(schedule)
     if args.budget_minutes:
         extra.append(controls.TimeBudget(args.budget_minutes))

@@ -32,7 +32,7 @@ import time
 
 from keras_relmem.data.renaming import INTERCHANGEABLE_WORDS
 from keras_relmem.models.memo import ANSWER_LOSSES
-from keras_relmem.tasks import common, memo_options
+from keras_relmem.tasks import babi, common, memo_options
 
 RECIPES = ("memo_babi_joint", "memo_babi_joint_paper")
 
@@ -45,7 +45,8 @@ def build_parser(description=None, workdir="runs/babi/memo_joint"):
                         help="a named recipe (keras_relmem.recipes) whose settings are the defaults of the other "
                              "flags; an explicit flag overrides its part (default: %(default)s)")
     parser.add_argument("--model", choices=("memo",), default="memo", help="the model (MEMO only)")
-    parser.add_argument("--task", default="all", help="'all' (the default) or one task 1..20 (see --tasks)")
+    parser.add_argument("--task", type=babi.parse_task, default="all",
+                        help="'all' (the default) or one task 1..20 (see --tasks)")
     parser.add_argument("--joint", action="store_true", help="one model on all the given tasks (always, here)")
     parser.add_argument("--data", choices=("en-10k", "en"), default="en-10k",
                         help="10k questions per task (task 3: its 1k files) or 1k")
@@ -175,15 +176,9 @@ def parse_args(argv=None, parser=None, recipe=None):
     args = parser.parse_args(argv)
     args.recipe = name
     if args.task != "all":
-        try:
-            task = int(args.task)
-        except ValueError:
-            task = None
-        if task not in range(1, 21):
-            parser.error(f"--task takes 1..20 or 'all'; got {args.task!r}")
-        if args.tasks and args.tasks != [task]:
-            parser.error(f"--task {task} and --tasks {args.tasks} disagree; give one of them")
-        args.tasks = [task]
+        if args.tasks and args.tasks != [args.task]:
+            parser.error(f"--task {args.task} and --tasks {args.tasks} disagree; give one of them")
+        args.tasks = [args.task]
     if args.results is None:
         args.results = str(pathlib.Path(args.workdir) / "results.json")
     if args.weight_decay < 0:  # Keras' Adam takes it and would grow every weight
@@ -369,15 +364,14 @@ def length_sorted_batches(arrays, size=256):
 def adaptive_answers(model, arrays):
     """(correct, hops) of every question in `arrays`, by adaptive inference."""
     import numpy as np
-    import tensorflow as tf
 
-    forward = tf.function(lambda x: model(x, return_hops=True), reduce_retracing=True)
+    forward = memo_options.hops_forward(model)  # traced once per model, not once per evaluation
     correct = np.zeros(len(arrays["length"]), bool)
     hops = np.zeros(len(arrays["length"]), "float32")
     for rows, x in length_sorted_batches(arrays):
-        out = forward({k: tf.constant(v) for k, v in x.items()})
-        correct[rows] = np.argmax(out["logits"].numpy(), -1) == arrays["answer"][rows]
-        hops[rows] = out["hops"].numpy()
+        out = forward(x)
+        correct[rows] = np.argmax(np.asarray(out["logits"]), -1) == arrays["answer"][rows]
+        hops[rows] = np.asarray(out["hops"])
     return correct, hops
 
 
@@ -462,13 +456,12 @@ def hop_errors(model, data, args):
     return result
 
 
-def train(args, recorded=None, verbose=0):
+def train(args, recorded=None):
     """Train (or go on training) the run `args` describe until its budget is spent; returns the results.
 
     Args:
         args: from `parse_args`.
         recorded: the arguments its results file records (default: `args` but --results).
-        verbose: Keras' progress output within a round (0: one line per round).
 
     Returns:
         `(results, model, data)`: the results dict also written to `args.results`.
@@ -497,7 +490,7 @@ def train(args, recorded=None, verbose=0):
         start = time.perf_counter()
         # a round is an epoch of fit, so the controls (keras_relmem.callbacks) see the round's index
         history = model.fit(ds, steps_per_epoch=args.steps_per_round, initial_epoch=index, epochs=index + 1,
-                            callbacks=training_controls(args), verbose=verbose, shuffle=False)
+                            callbacks=training_controls(args), verbose=args.verbose, shuffle=False)
         seconds = time.perf_counter() - start
         return {
             "examples": (index + 1) * args.steps_per_round * args.batch_size,
@@ -704,7 +697,6 @@ def data_bucket_bounds(data):
     return babi.bucket_bounds(data.story_lengths("train"))
 
 
-
 def run(argv, recipe="memo_babi_joint", command="python tasks/train_babi.py"):
     """The task script's joint MEMO run: parse `argv` (defaults from `recipe`), train in rounds until the
     budget (resuming what WORKDIR holds), print the per-task table, write the results and export the model.
@@ -712,12 +704,11 @@ def run(argv, recipe="memo_babi_joint", command="python tasks/train_babi.py"):
     The results file records the arguments and `command` followed by `argv`, the command that made it.
     """
     from keras_relmem import export
-    from keras_relmem.tasks import babi
 
     args = parse_args(argv, recipe=recipe)
     recorded = {"command": " ".join([command, *argv]),
                 **{k: v for k, v in vars(args).items() if k != "results"}}
-    results, model, data = train(args, recorded=recorded, verbose=args.verbose)
+    results, model, data = train(args, recorded=recorded)
     rows = {int(task): {"accuracy": 1 - row["error"] / 100, "error": row["error"] / 100}
             for task, row in results["tasks"].items()}
     print("\n" + babi.format_table(rows, "memo, joint"), flush=True)
