@@ -64,6 +64,9 @@ class Batcher:
         max_batch_size: rows per merged call.
         timeout: seconds the first request of a batch waits for company.
         max_enqueued: requests allowed to wait; beyond, RESOURCE_EXHAUSTED.
+        num_threads: batches that may run at once (TF Serving's `num_batch_threads`).
+            One thread forms a batch at a time; while batches run, the next one
+            forms, so with several threads a slow batch does not hold up the next.
 
     Example:
 
@@ -73,7 +76,9 @@ class Batcher:
     ```
     """
 
-    def __init__(self, run, max_batch_size=32, timeout=0.002, max_enqueued=1000):
+    def __init__(self, run, max_batch_size=32, timeout=0.002, max_enqueued=1000, num_threads=1):
+        if num_threads < 1:
+            raise ValueError(f"num_batch_threads must be >= 1; got {num_threads}")
         self._run = run
         self.max_batch_size = max_batch_size
         self.timeout = timeout
@@ -81,8 +86,13 @@ class Batcher:
         self._held = []
         self._closed = False
         self._closing = threading.Lock()
-        self._thread = threading.Thread(target=self._loop, name="batcher", daemon=True)
-        self._thread.start()
+        # Only one thread reads the queue and `_held` at a time; the batches it forms run outside it.
+        self._forming = threading.Lock()
+        self._running = num_threads
+        self._threads = [threading.Thread(target=self._loop, name=f"batcher-{i}", daemon=True)
+                         for i in range(num_threads)]
+        for thread in self._threads:
+            thread.start()
 
     def submit(self, inputs):
         rows = {v.shape[0] if v.ndim else -1 for v in inputs.values()}
@@ -116,27 +126,39 @@ class Batcher:
 
     def _loop(self):
         while True:
-            first = self._next(None)
-            if first is _STOP:
-                for pending in self._held:
-                    self._settle(pending, lambda p=pending: self._run(p.inputs))
+            with self._forming:
+                formed = self._form()
+            if formed is None:
                 return
-            batch, rows = [first], first.rows
-            deadline = first.arrived + self.timeout
-            put_back = []
-            while rows < self.max_batch_size:
-                remaining = deadline - time.monotonic()
-                try:
-                    item = self._queue.get(timeout=max(remaining, 0)) if remaining > 0 else self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is not _STOP and item.key == first.key and rows + item.rows <= self.max_batch_size:
-                    batch.append(item)
-                    rows += item.rows
-                else:
-                    put_back.append(item)
-            self._held.extend(put_back)
-            self._execute(batch, rows)
+            self._execute(*formed)
+
+    def _form(self):
+        """The next `(batch, rows)`, or None when this thread is to stop (after close)."""
+        first = self._next(None)
+        if first is _STOP:
+            self._running -= 1
+            if self._running:  # the other threads stop too, once each forms its next batch
+                self._held.insert(0, _STOP)
+                return None
+            for pending in self._held:
+                self._settle(pending, lambda p=pending: self._run(p.inputs))
+            return None
+        batch, rows = [first], first.rows
+        deadline = first.arrived + self.timeout
+        put_back = []
+        while rows < self.max_batch_size:
+            remaining = deadline - time.monotonic()
+            try:
+                item = self._queue.get(timeout=max(remaining, 0)) if remaining > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not _STOP and item.key == first.key and rows + item.rows <= self.max_batch_size:
+                batch.append(item)
+                rows += item.rows
+            else:
+                put_back.append(item)
+        self._held.extend(put_back)
+        return batch, rows
 
     def _execute(self, batch, rows):
         if len(batch) == 1:

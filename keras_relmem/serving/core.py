@@ -13,7 +13,7 @@ class ServingCore:
     Args:
         manager: the `ModelManager`.
         batching: None, or a dict with `max_batch_size`, `batch_timeout_micros`
-            and optionally `max_enqueued_batches`.
+            and optionally `max_enqueued_batches` and `num_batch_threads`.
 
     Example:
 
@@ -67,6 +67,7 @@ class ServingCore:
                     timeout=self.batching.get("batch_timeout_micros", 2000) / 1e6,
                     max_enqueued=self.batching.get("max_enqueued_batches", 100)
                     * self.batching.get("max_batch_size", 32),
+                    num_threads=self.batching.get("num_batch_threads", 1),
                 )
             return self._batchers[batcher_key][1]
 

@@ -67,6 +67,58 @@ def test_different_shapes_are_never_merged():
     assert sorted(model.calls) == [1, 1]
 
 
+class SlowModel(CountingModel):
+    """Each call takes `seconds`, releasing the GIL as a model call does; records how many ran at once."""
+
+    def __init__(self, seconds):
+        super().__init__()
+        self.seconds, self.running, self.most_at_once = seconds, 0, 0
+
+    def __call__(self, inputs):
+        with self.lock:
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+        threading.Event().wait(self.seconds)
+        with self.lock:
+            self.running -= 1
+        return super().__call__(inputs)
+
+
+@pytest.mark.parametrize("num_threads", [1, 3])
+def test_num_batch_threads_is_how_many_batches_run_at_once(num_threads):
+    # TF Serving's num_batch_threads: with one thread batches run one after another (the next forms
+    # meanwhile); with three, up to three at once. Batches of 2 rows, 12 requests: 6 batches.
+    model = SlowModel(0.15)
+    batcher = Batcher(model, max_batch_size=2, timeout=0.05, num_threads=num_threads)
+    requests = [np.full((1, 3), i, "float32") for i in range(12)]
+    with concurrent.futures.ThreadPoolExecutor(12) as pool:
+        results = list(pool.map(lambda x: batcher.submit({"x": x}), requests))
+    for x, result in zip(requests, results):
+        np.testing.assert_array_equal(result["y"], 2 * x)
+    assert model.most_at_once == num_threads
+    batcher.close()
+    for thread in batcher._threads:
+        thread.join(5)
+    assert not any(thread.is_alive() for thread in batcher._threads)
+
+
+def test_closing_a_batcher_of_several_threads_still_answers_what_it_holds():
+    model = SlowModel(0.05)
+    batcher = Batcher(model, max_batch_size=1, timeout=0.0, num_threads=2)
+    requests = [np.full((1, 2), i, "float32") for i in range(6)]
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        futures = [pool.submit(batcher.submit, {"x": x}) for x in requests]
+        threading.Event().wait(0.02)
+        batcher.close()
+    for x, future in zip(requests, futures):
+        np.testing.assert_array_equal(future.result(timeout=5)["y"], 2 * x)
+    for thread in batcher._threads:
+        thread.join(5)
+    assert not any(thread.is_alive() for thread in batcher._threads)
+    with pytest.raises(ValueError, match="num_batch_threads must be >= 1"):
+        Batcher(model, num_threads=0)
+
+
 def test_batching_parameters_file_format():
     text = (
         "max_batch_size { value: 16 }\nbatch_timeout_micros { value: 500 }  # comment\nnum_batch_threads { value: 4 }"
@@ -139,8 +191,9 @@ def test_unloading_a_version_stops_its_batcher_and_late_requests_run_unbatched(t
     (tmp_path / "m" / "2").mkdir()
     manager.poll()  # loads 2, unloads 1: its batcher must stop with it
     assert [s.version for s, _ in core._batchers.values()] == []
-    old_batcher._thread.join(5)
-    assert old_batcher._closed and not old_batcher._thread.is_alive()
+    for thread in old_batcher._threads:
+        thread.join(5)
+    assert old_batcher._closed and not any(thread.is_alive() for thread in old_batcher._threads)
 
     # A request that resolved version 1 just before the swap still gets an answer from it.
     _, _, outputs = core.predict_on(old, None, {"x": np.zeros((1, 2))})
