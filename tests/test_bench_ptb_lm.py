@@ -16,6 +16,7 @@ def test_zaremba_schedule_by_hand():
     assert [ptb_lm.learning_rate_at(e, 1e-3, 1.0, 0) for e in range(3)] == [1e-3] * 3  # no decay
 
 
+@pytest.mark.slow  # reads PTB and trains; the rate schedule and the table are tested without data here
 def test_a_named_lstm_recipe_runs_and_lands_under_its_name(tmp_path):
     try:
         lm_data.load_corpus("ptb")
