@@ -23,6 +23,7 @@ items summed, one hop). Fresh graphs every round; training in rounds until
 {...}}}`.
 
 Usage:
+    python -m bench.memo_shortest_path --recipe memo_shortest_path   # the 20/3/3 result's settings
     python -m bench.memo_shortest_path --setting 20/3/3
     python -m bench.memo_shortest_path --setting 20/3/3 --model emn
     python -m bench.memo_shortest_path --report
@@ -36,7 +37,14 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from bench import memo as memo_bench  # noqa: E402
-from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
+from bench.cli import (  # noqa: E402
+    add_bench_arguments,
+    add_recipe_argument,
+    dispatch,
+    limit_threads,
+    parse_with_recipe,
+    run_arguments,
+)
 from bench.results import RESULTS_DIR, cell, read_results, record_model_result  # noqa: E402
 from keras_relmem.training import train_in_rounds  # noqa: E402
 
@@ -63,6 +71,7 @@ def parse_setting(text):
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_recipe_argument(parser, ["memo_shortest_path", "memo_shortest_path_20_5_3", "memo_shortest_path_10_2_2"])
     parser.add_argument("--setting", default="20/3/3", help=f"NODES/OUT-DEGREE/PATH-LENGTH; the paper's: {SETTINGS}")
     parser.add_argument("--model", choices=("memo", "emn"), default="memo")
     parser.add_argument("--budget-minutes", type=float, default=60.0)
@@ -78,7 +87,7 @@ def parse_args(argv=None):
                         help="rounds before the halting network starts learning")
     memo_bench.add_halting_arguments(parser)
     add_bench_arguments(parser, "runs/bench_memo_shortest_path", RESULTS)
-    args = parser.parse_args(argv)
+    args = parse_with_recipe(parser, argv)
     args.nodes, args.degree, args.length = parse_setting(args.setting)
     if not args.max_hops:
         args.max_hops = 2 * args.length + 1

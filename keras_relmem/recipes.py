@@ -233,6 +233,35 @@ register(
      "answer_loss": "visited", "gamma": 0.9, "beta": 0.01, "halting_inputs": "distance"},
 )
 
+# --- MEMO, shortest paths (bench.memo_shortest_path) ---------------------------------------------------
+
+_PATHS = {"budget_minutes": 60.0, "graphs": 10000, "test": 2000, "embedding_dim": 64, "num_heads": 4,
+          "key_size": 32, "max_hops": 7, "batch_size": 64, "learning_rate": 1e-3, "halting_warmup": 10,
+          "answer_loss": "all", "gamma": 1.0, "halting_inputs": "distance"}
+register(
+    "memo_shortest_path", "shortest_path", "memo",
+    "MEMO on shortest paths, 20 nodes, out-degree 3, paths of 3 (Table 2): Adam 1e-3, the halting network "
+    "waits 10 rounds and reads the attention distance, 60 minutes",
+    "bench/results/memo_shortest_path.json, its 20/3/3 run (the hop cost was MEMOClassifier's 0.01, the "
+    "default still, before the bench had a --beta flag)",
+    "python -m bench.memo_shortest_path --recipe memo_shortest_path",
+    {"setting": "20/3/3", **_PATHS}, default=True,
+)
+register(
+    "memo_shortest_path_20_5_3", "shortest_path", "memo",
+    "MEMO on shortest paths, 20 nodes, out-degree 5, paths of 3 (Table 2): as 20/3/3",
+    "bench/results/memo_shortest_path.json, its 20/5/3 run",
+    "python -m bench.memo_shortest_path --recipe memo_shortest_path_20_5_3",
+    {"setting": "20/5/3", **_PATHS, "beta": 0.01},
+)
+register(
+    "memo_shortest_path_10_2_2", "shortest_path", "memo",
+    "MEMO on shortest paths, 10 nodes, out-degree 2, paths of 2 (Table 2): as 20/3/3 with 5 hops, 5 minutes",
+    "bench/results/memo_shortest_path.json, its 10/2/2 run",
+    "python -m bench.memo_shortest_path --recipe memo_shortest_path_10_2_2",
+    {"setting": "10/2/2", **_PATHS, "budget_minutes": 5.0, "max_hops": 5, "beta": 0.01},
+)
+
 # --- Language modelling (tasks/train_lm.py) ------------------------------------------------------------
 
 _LM = {"batch_size": 64, "bptt": 100, "learning_rate": 1e-3, "clipnorm": 0.25, "epochs": 10}

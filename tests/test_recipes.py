@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from bench import memo_babi, memo_pai
+from bench import memo_babi, memo_pai, memo_shortest_path
 from keras_relmem import recipes
 from keras_relmem.tasks import babi as babi_task
 
@@ -36,6 +36,9 @@ def test_listing_names_the_papers_and_the_headlines():
     ("memo_babi_joint", "memo_babi_seed1.json", None),
     ("memo_pai_length4", "memo_pai_length4_entropy_cosine.json", "4"),
     ("memo_pai_length5", "memo_pai_length5_beta0_cosine.json", "5"),
+    ("memo_shortest_path", "memo_shortest_path.json", "20/3/3"),
+    ("memo_shortest_path_20_5_3", "memo_shortest_path.json", "20/5/3"),
+    ("memo_shortest_path_10_2_2", "memo_shortest_path.json", "10/2/2"),
 ])
 def test_a_headline_recipe_is_the_run_that_measured_it(name, results, key):
     # every setting of the recipe is what the results file recorded for its run, so the recipe
@@ -47,7 +50,8 @@ def test_a_headline_recipe_is_the_run_that_measured_it(name, results, key):
 
 
 @pytest.mark.parametrize("bench, name", [(memo_babi, n) for n in ("memo_babi_joint", "memo_babi_joint_paper")]
-                         + [(memo_pai, n) for n in recipes.names("pai")])
+                         + [(memo_pai, n) for n in recipes.names("pai")]
+                         + [(memo_shortest_path, n) for n in recipes.names("shortest_path")])
 def test_a_bench_recipe_sets_its_flags_and_a_flag_overrides_one_part(bench, name):
     args = vars(bench.parse_args(["--recipe", name]))
     settings = recipes.get(name).settings
