@@ -101,12 +101,22 @@ def rest_call(port):
     return call
 
 
-def server_flags(base, batching, threads):
+def server_flags(base, batching, threads, num_batch_threads=1):
     flags = ["--model_name", "babi", "--model_base_path", str(base / "babi"), *THREADS[threads]]
     if batching:
         flags += ["--enable_batching", "--max_batch_size", "32", "--batch_timeout_micros", "2000",
                   "--grpc_max_threads", "64"]
+        if num_batch_threads != 1:  # only in TF Serving's batching parameters file
+            parameters = base / f"batching_{num_batch_threads}_threads.txt"
+            parameters.write_text(f"num_batch_threads {{ value: {num_batch_threads} }}\n")
+            flags += ["--batching_parameters_file", str(parameters)]
     return flags
+
+
+def batched_runs(args):
+    """`(label, num_batch_threads)` of the batched servers: "batched" is the first --num-batch-threads."""
+    first, *others = args.num_batch_threads
+    return [("batched", first)] + [(f"batched_{n}_threads", n) for n in others]
 
 
 def stats(latencies, rate):
@@ -151,19 +161,23 @@ def run(args):
             for clients in args.clients:
                 latencies, rate = measure(in_process, clients, args.seconds)
                 table[str(clients)]["in_process"] = stats(latencies, rate)
-            for batching in (False, True):
-                process, ports = start_server(server_flags(base, batching, threads))
+            for label, num_batch_threads in [("unbatched", None)] + batched_runs(args):
+                flags = server_flags(base, num_batch_threads is not None, threads, num_batch_threads or 1)
+                process, ports = start_server(flags)
                 try:
                     for clients in args.clients:
                         latencies, rate = measure(lambda p=ports["grpc"]: grpc_call(p), clients, args.seconds)
-                        table[str(clients)]["batched" if batching else "unbatched"] = stats(latencies, rate)
+                        table[str(clients)][label] = stats(latencies, rate)
                 finally:
                     _stop(process)
             result[f"clients_{threads}"] = {
                 clients: {
                     "batched_rps": row["batched"]["rps"], "unbatched_rps": row["unbatched"]["rps"],
                     "batched_p99_ms": row["batched"]["p99_ms"], "unbatched_p99_ms": row["unbatched"]["p99_ms"],
-                    "batched_over_unbatched": row["batched"]["rps"] / row["unbatched"]["rps"], **row,
+                    "batched_over_unbatched": row["batched"]["rps"] / row["unbatched"]["rps"],
+                    **{f"{label}_over_unbatched": row[label]["rps"] / row["unbatched"]["rps"]
+                       for label, _ in batched_runs(args)[1:]},
+                    **row,
                 } for clients, row in table.items()
             }
         # The headline: the setting a batching server is run with (see docs/serving.md).
@@ -220,6 +234,11 @@ def markdown(result):
             lines.append(f"| {clients} | {row['in_process']['rps']:.0f} | {row['unbatched_rps']:.0f} | "
                          f"{row['unbatched_p99_ms']:.1f} | {row['batched_rps']:.0f} | {row['batched_p99_ms']:.1f} | "
                          f"{row['batched_over_unbatched']:.2f}x |")
+        for clients, row in result[f"clients_{threads}"].items():
+            for label in [k for k in row if k.startswith("batched_") and k.endswith("_threads")]:
+                lines.append(f"- {clients} clients, batched with num_batch_threads {label.split('_')[1]}: "
+                             f"{row[label]['rps']:.0f} req/s, p99 {row[label]['p99_ms']:.1f} ms, "
+                             f"{row[label + '_over_unbatched']:.2f}x unbatched")
     if "batched_32_over_best_unbatched_32" in result:
         lines += ["", f"- 32 clients, batched (one thread each) over the faster unbatched setting: "
                       f"{result['batched_32_over_best_unbatched_32']:.2f}x"]
@@ -239,6 +258,9 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3,
                         help="sequential p50s per path, alternated; the median is kept")
     parser.add_argument("--baseline-script", help="another serving/server.py to measure beside this one")
+    parser.add_argument("--num-batch-threads", type=int, nargs="+", default=[1],
+                        help="batching servers' num_batch_threads (TF Serving's batching parameter), each measured "
+                             "in this run; the first gives the table's batched column (default 1)")
     parser.add_argument("--out", default="bench/results/serving_latency.json")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
