@@ -234,11 +234,14 @@ def markdown(result):
             lines.append(f"| {clients} | {row['in_process']['rps']:.0f} | {row['unbatched_rps']:.0f} | "
                          f"{row['unbatched_p99_ms']:.1f} | {row['batched_rps']:.0f} | {row['batched_p99_ms']:.1f} | "
                          f"{row['batched_over_unbatched']:.2f}x |")
-        for clients, row in result[f"clients_{threads}"].items():
-            for label in [k for k in row if k.startswith("batched_") and k.endswith("_threads")]:
-                lines.append(f"- {clients} clients, batched with num_batch_threads {label.split('_')[1]}: "
-                             f"{row[label]['rps']:.0f} req/s, p99 {row[label]['p99_ms']:.1f} ms, "
-                             f"{row[label + '_over_unbatched']:.2f}x unbatched")
+        extra = [(clients, row, label) for clients, row in result[f"clients_{threads}"].items()
+                 for label in row if label.startswith("batched_") and label.endswith("_threads")]
+        if extra:
+            lines.append("")
+        for clients, row, label in extra:
+            lines.append(f"- {clients} clients, batched with num_batch_threads {label.split('_')[1]}: "
+                         f"{row[label]['rps']:.0f} req/s, p99 {row[label]['p99_ms']:.1f} ms, "
+                         f"{row[label + '_over_unbatched']:.2f}x unbatched")
     if "batched_32_over_best_unbatched_32" in result:
         lines += ["", f"- 32 clients, batched (one thread each) over the faster unbatched setting: "
                       f"{result['batched_32_over_best_unbatched_32']:.2f}x"]
