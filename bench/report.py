@@ -52,6 +52,7 @@ class Entry:
     headline: bool = False
     picture: str = ""
     seed_of: str = ""  # the results file of the same recipe with another seed: compared at equal examples
+    compact: bool = False  # with seed_of: the comparison with that seed only, not this run's own table
 
     @property
     def anchor(self):
@@ -313,7 +314,8 @@ def render(entry):
         # a note file's paragraphs are wrapped for editing; the page keeps each on one line
         note = "\n\n".join(" ".join(paragraph.split()) for paragraph in entry.note.split("\n\n"))
         lines += [quote(note, results, f"bench/notes/{note_path(entry.name).name}"), ""]
-    lines += [table(results), ""]
+    if not (entry.compact and entry.seed_of):
+        lines += [table(results), ""]
     if entry.seed_of:
         module = importlib.import_module(f"bench.{entry.bench}")
         lines += [module.seeds_markdown([_load(entry.seed_of), results]), ""]

@@ -356,3 +356,12 @@ def test_notes_are_markdown_files_of_catalogued_results(tmp_path, monkeypatch):
     monkeypatch.setattr(report, "NOTES_DIR", notes)
     assert report.check_catalogue() == [
         "bench/notes/gone.md is the note of no catalogued results file: rename or remove it"]
+
+
+def test_a_compact_seed_entry_shows_the_comparison_with_its_seed_instead_of_its_own_table():
+    full = report.render(report.Entry("memo_babi_seed1.json", "memo_babi", "seed 1", seed_of="memo_babi.json"))
+    compact = report.render(report.Entry("memo_babi_seed1.json", "memo_babi", "seed 1", seed_of="memo_babi.json",
+                                         compact=True))
+    assert "| task | error % |" in full and "| task | error % |" not in compact
+    assert "Per seed, at" in full and "Per seed, at" in compact
+    assert len(compact.splitlines()) < len(full.splitlines()) - 20
