@@ -23,11 +23,9 @@ pytestmark = pytest.mark.skipif(
 TINY = ["--epochs", "2", "--max-steps", "3", "--batch-size", "16", "--verbose", "0"]
 
 
-# EntNet by default; the RMC, LSTM and MEMO runs (the same script and export) with `-m slow`. MEMO's
-# model fits, saves and reloads in tests/models, and its task-script path in tests/tasks/test_babi_joint.py.
+# EntNet and MEMO by default; the RMC and LSTM runs (the same script and export) with `-m slow`.
 @pytest.mark.parametrize("model", ["entnet", pytest.param("rmc", marks=pytest.mark.slow),
-                                   pytest.param("lstm", marks=pytest.mark.slow),
-                                   pytest.param("memo", marks=pytest.mark.slow)])
+                                   pytest.param("lstm", marks=pytest.mark.slow), "memo"])
 def test_tiny_run_writes_table_json_and_a_servable_export(model, tmp_path, capsys):
     tied = ["--tied-keys"] if model == "entnet" else []  # the authors' -tied 1 through to the export
     summary = babi_task.run(
