@@ -18,10 +18,12 @@ def add_bench_arguments(parser, workdir, results, report_help="print the table f
     return parser
 
 
-def add_recipe_argument(parser, names, default=None):
-    """--recipe NAME: one of the recipes `names` (of `keras_relmem.recipes`) gives the flags' defaults.
+def add_recipe_argument(parser, task, default=None):
+    """--recipe NAME: one of `task`'s recipes (`keras_relmem.recipes.names(task)`) gives the flags' defaults.
     Added first, so a recorded run's arguments name the recipe before the flags that override it."""
-    parser.add_argument("--recipe", choices=names, default=default,
+    from keras_relmem import recipes
+
+    parser.add_argument("--recipe", choices=recipes.names(task), default=default,
                         help="a named recipe (keras_relmem.recipes) whose settings are the defaults of the other "
                              "flags; an explicit flag overrides its part (default: %(default)s)")
     return parser

@@ -68,7 +68,7 @@ LETTERS = "ABCDEFGHIJ"
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_recipe_argument(parser, ["memo_pai_length4", "memo_pai_length5", "memo_pai_paper"])
+    add_recipe_argument(parser, "pai")
     parser.add_argument("--length", type=int, choices=(3, 4, 5), default=3, help="items per sequence")
     parser.add_argument("--model", choices=("memo", "emn"), default="memo")
     parser.add_argument("--budget-minutes", type=float, default=60.0)

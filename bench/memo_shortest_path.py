@@ -71,7 +71,7 @@ def parse_setting(text):
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_recipe_argument(parser, ["memo_shortest_path", "memo_shortest_path_20_5_3", "memo_shortest_path_10_2_2"])
+    add_recipe_argument(parser, "shortest_path")
     parser.add_argument("--setting", default="20/3/3", help=f"NODES/OUT-DEGREE/PATH-LENGTH; the paper's: {SETTINGS}")
     parser.add_argument("--model", choices=("memo", "emn"), default="memo")
     parser.add_argument("--budget-minutes", type=float, default=60.0)

@@ -19,6 +19,11 @@ Usage (one core per model, both side by side):
     python -m bench.nth_farthest --model lstm --threads 1 &
     python -m bench.nth_farthest --report        # table + picture from the JSON
 
+The runs behind the 4-, 6- and 8-object tables are named recipes (`keras_relmem.recipes`, task
+"nth_farthest_budget"), e.g. the paper's 8 objects of 16 features with the curriculum:
+    python -m bench.nth_farthest --recipe nth_farthest_8_curriculum_rmc --threads 1 &
+    python -m bench.nth_farthest --recipe nth_farthest_8_curriculum_lstm --threads 1 &
+
 Without a notion of distance a model still gets 2/N (the nearest to m is m
 itself; every other answer is one of the other labels): the plateau both
 models first sit on. `--questions 0` asks for the farthest alone, `--model
@@ -32,7 +37,14 @@ import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from bench.budget import draw_model_curves, record_unfinished, run_names  # noqa: E402
-from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
+from bench.cli import (  # noqa: E402
+    add_bench_arguments,
+    add_recipe_argument,
+    dispatch,
+    limit_threads,
+    parse_with_recipe,
+    run_arguments,
+)
 from bench.results import RESULTS_DIR, merge_result, read_results  # noqa: E402
 from keras_relmem.training import saved_curve, train_in_rounds  # noqa: E402
 
@@ -43,6 +55,7 @@ PAPER = {"rmc": 91.0, "lstm": 30.0}
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_recipe_argument(parser, "nth_farthest_budget")
     parser.add_argument("--model", choices=["rmc", "lstm", "mlp"], default="rmc",
                         help="mlp: the MLP alone on the flattened sequence, a reference that sees every "
                              "object at once")
@@ -67,7 +80,7 @@ def parse_args(argv=None):
     parser.add_argument("--units", type=int, default=512, help="LSTM units")
     parser.add_argument("--mlp-layers", type=int, default=4)
     add_bench_arguments(parser, "runs/bench_nth_farthest", RESULTS, "print the table and draw the curves")
-    return parser.parse_args(argv)
+    return parse_with_recipe(parser, argv)
 
 
 def next_questions(asked, train_accuracy, threshold, num_objects):

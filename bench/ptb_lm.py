@@ -22,12 +22,12 @@ Usage (one core per model, both side by side):
     KERAS_RELMEM_DATA=../shared/data python -m bench.ptb_lm --model lstm --threads 1 &
     python -m bench.ptb_lm --report      # table + picture from the JSON
 
-Zaremba et al.'s small LSTM (their recipe, 2 hours, into the fair comparison's file):
-    python -m bench.ptb_lm --model lstm --name lstm_zaremba_small --optimizer sgd \
-        --learning-rate 20 --lr-decay 0.5 --decay-after 4 --global-clipnorm 0.25 --clipnorm 0 \
-        --units 200 --num-layers 2 --init-scale 0.1 --untied --batch-size 20 --bptt 20 \
-        --batches-per-round 2323 --budget-minutes 120 --threads 1 \
-        --results bench/results/ptb_lm_fair.json --workdir runs/ptb_fair
+The runs of the fair comparison (`bench/results/ptb_lm_fair.json`) are named recipes
+(`keras_relmem.recipes`, task "lm_budget"): `lm_ptb_rmc_budget`, `lm_ptb_rmc_early_stop`,
+`lm_ptb_lstm_zaremba_small` and `lm_ptb_lstm_zaremba_medium`; e.g. Zaremba et al.'s small LSTM
+(their recipe, 2 hours):
+    python -m bench.ptb_lm --recipe lm_ptb_lstm_zaremba_small --name lstm_zaremba_small --threads 1 \
+        --results runs/ptb_lm_fair.json --workdir runs/ptb_fair
 Their code's loss sums the cross-entropy over the 20 steps (mean over the
 batch); ours is the mean over every token, so their SGD rate 1 and gradient
 clip 5 are our rate 20 and clip 0.25 (the same updates exactly, for SGD).
@@ -40,7 +40,14 @@ import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from bench.budget import draw_model_curves, record_unfinished, run_names  # noqa: E402
-from bench.cli import add_bench_arguments, dispatch, limit_threads, run_arguments  # noqa: E402
+from bench.cli import (  # noqa: E402
+    add_bench_arguments,
+    add_recipe_argument,
+    dispatch,
+    limit_threads,
+    parse_with_recipe,
+    run_arguments,
+)
 from bench.results import RESULTS_DIR, merge_result, read_results  # noqa: E402
 from keras_relmem.training import BEST_WEIGHTS, best_entry, kept_best, train_in_rounds  # noqa: E402
 
@@ -53,6 +60,7 @@ MEDIUM_REFERENCE = 82.7
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_recipe_argument(parser, "lm_budget")
     parser.add_argument("--model", choices=["rmc", "lstm"], default="rmc")
     parser.add_argument("--data-dir", default=None, help="folder holding ptb/ (default $KERAS_RELMEM_DATA)")
     parser.add_argument("--budget-minutes", type=float, default=60.0)
@@ -78,7 +86,7 @@ def parse_args(argv=None):
     group.add_argument("--init-scale", type=float, default=None)
     group.add_argument("--untied", action="store_true", help="a softmax of its own, not the embedding")
     add_bench_arguments(parser, "runs/bench_ptb_lm", RESULTS, "print the table and draw the curves")
-    return parser.parse_args(argv)
+    return parse_with_recipe(parser, argv)
 
 
 def learning_rate_at(epoch, base, decay, after):

@@ -298,3 +298,103 @@ register(
     "Santoro et al. 2018, §4.1 (the LSTM baseline); sizes ours",
     "python tasks/train_nth_farthest.py --model lstm", {**_NTH, "units": 512}, default=True,
 )
+
+# --- PTB at equal wall clock (bench.ptb_lm: the RMC against Zaremba et al.'s LSTMs, each with its own recipe) --
+
+_PTB_ADAM = {"model": "rmc", "budget_minutes": 120.0, "batches_per_round": 20, "batch_size": 64, "bptt": 100,
+             "learning_rate": 1e-3, "clipnorm": 0.25, "global_clipnorm": 0.0, "optimizer": "adam", "lr_decay": 1.0,
+             "decay_after": 0, "keep_best": False, "units": None, "num_layers": None, "dropout": None,
+             "init_scale": None, "untied": False}
+# Zaremba et al. 2014 sum the loss over the BPTT steps; ours is the mean per token, so their SGD rate 1 and
+# global clip 5 are rate `bptt` and clip 5 / bptt here (the same SGD updates).
+_ZAREMBA = {**_PTB_ADAM, "model": "lstm", "batch_size": 20, "clipnorm": 0.0, "optimizer": "sgd", "lr_decay": 0.5,
+            "num_layers": 2, "untied": True}
+register(
+    "lm_ptb_rmc_budget", "lm_budget", "rmc",
+    "RMC on PTB for 120 training minutes: the task script's model and Adam recipe (1e-3, batch 64, BPTT 100, "
+    "clip 0.25), validation after every 20 batches",
+    "bench/results/ptb_lm_fair.json, its rmc, rmc_seed1 and rmc_seed2 runs",
+    "python -m bench.ptb_lm --recipe lm_ptb_rmc_budget", _PTB_ADAM, default=True,
+)
+register(
+    "lm_ptb_rmc_early_stop", "lm_budget", "rmc",
+    "RMC on PTB stopped early: as lm_ptb_rmc_budget for 98 minutes, testing the round with the best validation "
+    "perplexity (the RMC over-fits PTB after about an hour on one core)",
+    "bench/results/ptb_lm_fair.json, its rmc_keep_best runs (seeds 0-2)",
+    "python -m bench.ptb_lm --recipe lm_ptb_rmc_early_stop",
+    {**_PTB_ADAM, "budget_minutes": 98.0, "keep_best": True},
+)
+register(
+    "lm_ptb_lstm_zaremba_small", "lm_budget", "lstm",
+    "Zaremba et al.'s small LSTM (2 x 200, no dropout, untied softmax, uniform init 0.1): SGD rate 1 (20 per "
+    "token) halved every epoch after 4, global clip 5, batch 20, BPTT 20, 120 training minutes",
+    "Zaremba et al. 2014, §4.1 (their small model); bench/results/ptb_lm_fair.json, its lstm_zaremba_small runs",
+    "python -m bench.ptb_lm --recipe lm_ptb_lstm_zaremba_small",
+    {**_ZAREMBA, "batches_per_round": 2323, "bptt": 20, "learning_rate": 20.0, "global_clipnorm": 0.25,
+     "decay_after": 4, "units": 200, "init_scale": 0.1},
+    default=True,
+)
+register(
+    "lm_ptb_lstm_zaremba_medium", "lm_budget", "lstm",
+    "Zaremba et al.'s medium LSTM (2 x 650, dropout 0.5, untied softmax, uniform init 0.05): SGD rate 1 (35 per "
+    "token) halved every epoch after 3, global clip 5, batch 20, BPTT 35, 120 training minutes",
+    "Zaremba et al. 2014, §4.1 (their medium model); bench/results/ptb_lm_fair.json, its lstm_zaremba_medium runs",
+    "python -m bench.ptb_lm --recipe lm_ptb_lstm_zaremba_medium",
+    {**_ZAREMBA, "batches_per_round": 332, "bptt": 35, "learning_rate": 35.0, "global_clipnorm": 0.142857,
+     "decay_after": 3, "units": 650, "dropout": 0.5, "init_scale": 0.05},
+)
+
+# --- Nth Farthest at equal wall clock (bench.nth_farthest) -------------------------------------------------
+
+_NTH_BUDGET = {"budget_minutes": 84.0, "steps_per_round": 500, "batch_size": 64, "test_examples": 3000,
+               "num_features": 4, "questions": [0], "curriculum": None, "mlp_layers": 4}
+_NTH_RMC = {"model": "rmc", "learning_rate": 1e-3, "mem_slots": 4, "head_size": 64, "num_heads": 4, "num_blocks": 1}
+_NTH_LSTM = {"model": "lstm", "learning_rate": 3e-3, "units": 256}
+register(
+    "nth_farthest_8_curriculum_rmc", "nth_farthest_budget", "rmc",
+    "RMC on the paper's 8 objects of 16 features, 240 training minutes, with a curriculum (the farthest first, "
+    "the next n once a round reaches 80% training accuracy); head size 32",
+    "bench/results/nth_farthest_8objects_curriculum.json, its rmc_h32_curriculum run",
+    "python -m bench.nth_farthest --recipe nth_farthest_8_curriculum_rmc",
+    {**_NTH_BUDGET, **_NTH_RMC, "budget_minutes": 240.0, "num_objects": 8, "num_features": 16, "questions": None,
+     "curriculum": 80.0, "head_size": 32},
+    default=True,
+)
+register(
+    "nth_farthest_8_curriculum_lstm", "nth_farthest_budget", "lstm",
+    "LSTM (256 units, Adam 3e-3) on 8 objects of 16 features with the RMC's curriculum, 240 training minutes",
+    "bench/results/nth_farthest_8objects_curriculum.json, its lstm_curriculum run",
+    "python -m bench.nth_farthest --recipe nth_farthest_8_curriculum_lstm",
+    {**_NTH_BUDGET, **_NTH_LSTM, "budget_minutes": 240.0, "num_objects": 8, "num_features": 16, "questions": None,
+     "curriculum": 80.0},
+    default=True,
+)
+register(
+    "nth_farthest_6_rmc", "nth_farthest_budget", "rmc",
+    "RMC on 6 objects of 4 features, the farthest only, 240 training minutes",
+    "bench/results/nth_farthest_6objects.json, its rmc_farthest_seed1 and rmc_farthest_seed2 runs",
+    "python -m bench.nth_farthest --recipe nth_farthest_6_rmc",
+    {**_NTH_BUDGET, **_NTH_RMC, "budget_minutes": 240.0, "num_objects": 6},
+)
+register(
+    "nth_farthest_6_lstm", "nth_farthest_budget", "lstm",
+    "LSTM (256 units, Adam 3e-3, the best of our small grid on 4 objects) on 6 objects of 4 features, the "
+    "farthest only, 84 training minutes",
+    "bench/results/nth_farthest_6objects.json, its lstm_u256 runs (seeds 0-2)",
+    "python -m bench.nth_farthest --recipe nth_farthest_6_lstm",
+    {**_NTH_BUDGET, **_NTH_LSTM, "num_objects": 6},
+)
+register(
+    "nth_farthest_4_rmc", "nth_farthest_budget", "rmc",
+    "RMC on 4 objects of 4 features (Sonnet's example task), the farthest only, 84 training minutes",
+    "bench/results/nth_farthest_4objects.json, its rmc_farthest_seed1 and rmc_farthest_seed2 runs",
+    "python -m bench.nth_farthest --recipe nth_farthest_4_rmc",
+    {**_NTH_BUDGET, **_NTH_RMC, "num_objects": 4},
+)
+register(
+    "nth_farthest_4_lstm", "nth_farthest_budget", "lstm",
+    "LSTM (256 units, Adam 3e-3) on 4 objects of 4 features, the farthest only, 84 training minutes",
+    "bench/results/nth_farthest_4objects.json, its lstm_u256 runs (seeds 0-2)",
+    "python -m bench.nth_farthest --recipe nth_farthest_4_lstm",
+    {**_NTH_BUDGET, **_NTH_LSTM, "num_objects": 4},
+)

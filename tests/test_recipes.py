@@ -1,12 +1,12 @@
 """keras_relmem.recipes: the registry, the recipes' agreement with the runs that measured them, and
-`--recipe` / `--list-recipes` in tasks/train_babi.py and the MEMO benches."""
+`--recipe` / `--list-recipes` in tasks/train_babi.py and the benches."""
 
 import json
 import pathlib
 
 import pytest
 
-from bench import memo_babi, memo_pai, memo_shortest_path
+from bench import memo_babi, memo_pai, memo_shortest_path, nth_farthest, ptb_lm
 from keras_relmem import recipes
 from keras_relmem.tasks import babi as babi_task
 
@@ -39,6 +39,18 @@ def test_listing_names_the_papers_and_the_headlines():
     ("memo_shortest_path", "memo_shortest_path.json", "20/3/3"),
     ("memo_shortest_path_20_5_3", "memo_shortest_path.json", "20/5/3"),
     ("memo_shortest_path_10_2_2", "memo_shortest_path.json", "10/2/2"),
+    ("lm_ptb_rmc_budget", "ptb_lm_fair.json", "rmc_seed1"),
+    ("lm_ptb_rmc_budget", "ptb_lm_fair.json", "rmc_seed2"),
+    ("lm_ptb_rmc_early_stop", "ptb_lm_fair.json", "rmc_keep_best_seed1"),
+    ("lm_ptb_lstm_zaremba_small", "ptb_lm_fair.json", "lstm_zaremba_small_seed1"),
+    ("lm_ptb_lstm_zaremba_medium", "ptb_lm_fair.json", "lstm_zaremba_medium"),
+    ("nth_farthest_8_curriculum_rmc", "nth_farthest_8objects_curriculum.json", "rmc_h32_curriculum"),
+    ("nth_farthest_8_curriculum_lstm", "nth_farthest_8objects_curriculum.json", "lstm_curriculum"),
+    ("nth_farthest_6_rmc", "nth_farthest_6objects.json", "rmc_farthest_seed1"),
+    ("nth_farthest_6_rmc", "nth_farthest_6objects.json", "rmc_farthest_seed2"),
+    ("nth_farthest_6_lstm", "nth_farthest_6objects.json", "lstm_u256"),
+    ("nth_farthest_4_rmc", "nth_farthest_4objects.json", "rmc_farthest_seed1"),
+    ("nth_farthest_4_lstm", "nth_farthest_4objects.json", "lstm_u256"),
 ])
 def test_a_headline_recipe_is_the_run_that_measured_it(name, results, key):
     # every setting of the recipe is what the results file recorded for its run, so the recipe
@@ -51,7 +63,9 @@ def test_a_headline_recipe_is_the_run_that_measured_it(name, results, key):
 
 @pytest.mark.parametrize("bench, name", [(memo_babi, n) for n in ("memo_babi_joint", "memo_babi_joint_paper")]
                          + [(memo_pai, n) for n in recipes.names("pai")]
-                         + [(memo_shortest_path, n) for n in recipes.names("shortest_path")])
+                         + [(memo_shortest_path, n) for n in recipes.names("shortest_path")]
+                         + [(ptb_lm, n) for n in recipes.names("lm_budget")]
+                         + [(nth_farthest, n) for n in recipes.names("nth_farthest_budget")])
 def test_a_bench_recipe_sets_its_flags_and_a_flag_overrides_one_part(bench, name):
     args = vars(bench.parse_args(["--recipe", name]))
     settings = recipes.get(name).settings
@@ -60,6 +74,39 @@ def test_a_bench_recipe_sets_its_flags_and_a_flag_overrides_one_part(bench, name
     overridden = vars(bench.parse_args(["--recipe", name, "--learning-rate", "0.005"]))
     assert overridden["learning_rate"] == 0.005
     assert overridden["batch_size"] == settings["batch_size"]
+
+
+def test_every_bench_recipe_parses_back_from_its_own_command():
+    """A bench recipe's command (`python -m bench.NAME --recipe R`) is what `bench.NAME` parses to the recipe's
+    settings, so the command a recipe prints trains it."""
+    import importlib
+    import shlex
+
+    checked = set()
+    for name in recipes.names():
+        recipe = recipes.get(name)
+        words = shlex.split(recipe.command)
+        if words[:3] != ["python", "-m", words[2]] or not words[2].startswith("bench."):
+            continue
+        args = vars(importlib.import_module(words[2]).parse_args(words[3:]))
+        derived = {"first_tasks_rounds", "answer_warmup_rounds", "first_tasks_learning_rate"}
+        assert args["recipe"] == name
+        assert {k: args[k] for k in recipe.settings if k not in derived} == \
+            {k: v for k, v in recipe.settings.items() if k not in derived}, name
+        checked.add(recipe.task)
+    assert {"pai", "shortest_path", "lm_budget", "nth_farthest_budget"} <= checked
+
+
+def test_the_budget_benches_without_a_recipe_keep_their_plain_defaults():
+    # their results files recorded before the recipes name none: their arguments read against these defaults
+    plain = nth_farthest.parse_args([])
+    assert (plain.recipe, plain.budget_minutes, plain.steps_per_round, plain.questions, plain.curriculum) == \
+        (None, 60.0, 200, None, None)
+    plain = ptb_lm.parse_args([])
+    assert (plain.recipe, plain.model, plain.budget_minutes, plain.optimizer, plain.keep_best) == \
+        (None, "rmc", 60.0, "adam", False)
+    with pytest.raises(SystemExit):  # a recipe of another bench is refused
+        ptb_lm.parse_args(["--recipe", "nth_farthest_6_rmc"])
 
 
 def test_the_memo_bench_without_a_recipe_keeps_its_plain_defaults():
