@@ -442,6 +442,9 @@ def test_training_path_gives_the_early_exit_loops_outputs(halting):
 def test_adaptive_halting_trains_in_fit_with_jit_compile():
     """A user's model with MEMO(halting="reinforce") trains in `fit` compiled (XLA on TensorFlow, jax.jit on
     JAX): the training loop is bounded and differentiable on every backend."""
+    # Seeded: hops are sampled and dropout is on while training, and five steps once let the loss rise
+    # (0.99 -> 1.06 in CI). Over 30 steps it fell on each of 8 seeds (TF) and 6 (JAX), to at most 0.48x of its start.
+    keras.utils.set_random_seed(0)
     facts, query = inputs(5)
     f_in, q_in = keras.Input(facts.shape[1:]), keras.Input(query.shape[1:])
     memo = MEMO(num_answers=A, key_size=D, num_heads=H, max_hops=3, answer_units=6, halting="reinforce")
@@ -454,8 +457,8 @@ def test_adaptive_halting_trains_in_fit_with_jit_compile():
     # The training loss is noisy (hops are sampled while training); the inference loss, with its
     # deterministic halting, is the one that must fall.
     loss_before = model.evaluate([facts, query], labels, verbose=0)
-    history = model.fit([facts, query], labels, epochs=5, batch_size=2, verbose=0)
+    history = model.fit([facts, query], labels, epochs=30, batch_size=2, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
-    assert model.evaluate([facts, query], labels, verbose=0) < loss_before
+    assert model.evaluate([facts, query], labels, verbose=0) < 0.75 * loss_before
     after = [keras.ops.convert_to_numpy(w) for w in memo.trainable_weights]
     assert any(not np.allclose(b, a) for b, a in zip(before, after))
