@@ -22,17 +22,12 @@ in a user's run.
 - `cell_dropout_mask`, `set_cell_dropout_mask`: the per-sequence mask lives in
   `DropoutRNNCell`'s `_dropout_mask` member, which its
   `reset_dropout_mask()` clears between sequences.
-- `BackupAndRestoreHooks`: `keras.callbacks.BackupAndRestore` keeps its file
-  names and its save/load steps in private members; atomic saves need to
-  choose the folder of each save, so the subclass reaches them here, under
-  public names.
 """
 
-import keras
 from keras.src.layers.rnn.dropout_rnn_cell import DropoutRNNCell
 from keras.src.utils.tracking import no_automatic_dependency_tracking
 
-__all__ = ["BackupAndRestoreHooks", "DropoutRNNCell", "cell_dropout_mask", "no_automatic_dependency_tracking",
+__all__ = ["DropoutRNNCell", "cell_dropout_mask", "no_automatic_dependency_tracking",
            "optimizer_own_variables", "optimizer_trainable_variables", "set_cell_dropout_mask"]
 
 
@@ -54,39 +49,3 @@ def cell_dropout_mask(cell):
 def set_cell_dropout_mask(cell, mask):
     """Keep `mask` as `cell`'s mask until `cell.reset_dropout_mask()` (which `keras.layers.RNN` calls)."""
     cell._dropout_mask = mask
-
-
-class BackupAndRestoreHooks(keras.callbacks.BackupAndRestore):
-    """`BackupAndRestore` with its save and load steps and its file names under public names.
-
-    Subclasses override `save_state()`/`load_state()` and call
-    `save_files()`/`load_files()` for Keras' own writing and reading, after
-    `use_folder(folder)` has pointed the weights and metadata files into it.
-    """
-
-    def use_folder(self, folder):
-        """Write and read the weights and training metadata in `folder`, with no fall-back file."""
-        self._weights_path = str(folder / "latest.weights.h5")
-        self._training_metadata_path = str(folder / "training_metadata.json")
-        self._prev_weights_path = self._weights_path + ".none"
-        self._prev_training_metadata_path = self._training_metadata_path + ".none"
-
-    def save_files(self):
-        """Keras' save of the weights, optimizer and epoch to the current folder."""
-        super()._save_model()
-
-    def load_files(self):
-        """Keras' load from the current folder (nothing when it holds no save)."""
-        super()._load_model()
-
-    def save_state(self):
-        self.save_files()
-
-    def load_state(self):
-        self.load_files()
-
-    def _save_model(self):
-        self.save_state()
-
-    def _load_model(self):
-        self.load_state()

@@ -1,22 +1,28 @@
-"""What every long training run needs, on top of `model.fit`.
+"""The one training loop: rounds of training, each saved atomically, resumable and budgeted.
 
-Per-epoch checkpoints and resumption after a crash (Keras' `BackupAndRestore`,
-which also restores the optimizer and the epoch counter), a `.keras`
-checkpoint of the latest epoch, TensorBoard logs, a metrics JSON file that
-survives restarts, and an optional learning-rate schedule by epoch.
+A run trains in rounds (an epoch of `fit`, or whatever one call of a
+round function trains). After every round `RoundLog` records it: the whole
+model goes to a `.keras` file and the round's metrics, with the cumulative
+training minutes, to `curve.json`, as one all-or-nothing commit (the curve
+names the round, the model file is moved into place after it), so a run
+killed at any moment resumes from its last complete round. A rerun with the
+same workdir continues where that round ended, until the epochs, the rounds
+or the wall-clock budget (counted over every sitting) are spent.
 
-Keras' own callbacks write their files in place, so a run killed while one is
-being written leaves half a file that the next run cannot open. The two
-subclasses here write to a new file or folder first and then switch to it
-with an atomic rename, so a kill at any moment leaves the previous complete
-state readable.
+Two drivers share it:
 
-Training in rounds on a wall-clock budget (`train_in_rounds`, with
-`best_of_starts` to begin from the best of several starts) is the loop of the
-recipes that train for a number of minutes rather than epochs, e.g. MEMO's
-joint bAbI recipe.
+- `run_fit`: epoch-shaped training, one `model.fit` per sitting (the Keras
+  callbacks and the data stream run on across epochs, as in plain `fit`);
+  each epoch is a round. The task scripts train this way.
+- `train_in_rounds`: a `fit` per round, for recipes whose data, rates or
+  starts change between rounds (MEMO's joint bAbI recipe, the curricula of
+  the benches); `best_of_starts` begins it from the best of several starts.
+
+Also here: a metrics JSON that survives restarts, TensorBoard logs, a
+learning-rate schedule by epoch, and atomic file writes.
 """
 
+import contextlib
 import json
 import os
 import pathlib
@@ -26,7 +32,6 @@ import time
 import keras
 
 from keras_relmem import distribute
-from keras_relmem._keras_internals import BackupAndRestoreHooks
 
 # The optimizers and the cyclic rate live in keras_relmem.optimizers, imported by `import keras_relmem`
 # so that a checkpoint that uses them loads with nothing else imported; kept importable from here.
@@ -72,62 +77,6 @@ class MetricsJSON(keras.callbacks.Callback):
         write_json(self.path, self.record)
 
 
-class AtomicBackupAndRestore(BackupAndRestoreHooks):
-    """`BackupAndRestore` whose saves are all-or-nothing.
-
-    Each save goes into a fresh folder `state-<n>/` (weights and epoch
-    together); only once both are written does `latest` (a one-line file,
-    replaced atomically) name it, and older folders are removed. Loading reads
-    the folder `latest` names, so a kill during a save resumes from the save
-    before. Local paths only (the atomic rename needs a POSIX file system).
-
-    Args:
-        backup_dir: folder for the states.
-        **kwargs: passed to `keras.callbacks.BackupAndRestore`.
-
-    Example:
-
-    ```python
-    >>> import keras, numpy as np, pathlib, tempfile
-    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-    >>> model.compile("sgd", "mse")
-    >>> backup = pathlib.Path(tempfile.mkdtemp()) / "backup"
-    >>> callback = AtomicBackupAndRestore(backup, delete_checkpoint=False)
-    >>> _ = model.fit(np.ones((8, 3)), np.ones((8, 1)), epochs=2, verbose=0,
-    ...               callbacks=[callback])
-    >>> (backup / "latest").read_text().strip()  # the last complete save
-    'state-1'
-
-    ```
-    """
-
-    def __init__(self, backup_dir, **kwargs):
-        super().__init__(backup_dir, **kwargs)
-        self._root = pathlib.Path(backup_dir)
-        self._pointer = self._root / "latest"
-
-    def load_state(self):
-        if self._pointer.is_file():
-            # Keras' fall-back to a previous save is replaced by the `latest` pointer.
-            self.use_folder(self._root / self._pointer.read_text().strip())
-            self.load_files()
-
-    def save_state(self):
-        self._root.mkdir(parents=True, exist_ok=True)
-        previous = self._pointer.read_text().strip() if self._pointer.is_file() else None
-        index = int(previous.split("-")[1]) + 1 if previous else 0
-        folder = self._root / f"state-{index}"
-        if folder.exists():  # left by a save that was killed
-            shutil.rmtree(folder)
-        folder.mkdir()
-        self.use_folder(folder)
-        self.save_files()
-        write_text_atomic(self._pointer, folder.name)
-        for stale in self._root.glob("state-*"):
-            if stale.name != folder.name:
-                shutil.rmtree(stale, ignore_errors=True)
-
-
 class AtomicModelCheckpoint(keras.callbacks.Callback):
     """Saves the whole model to a `.keras` file after every epoch, never leaving a half-written file.
 
@@ -154,14 +103,19 @@ class AtomicModelCheckpoint(keras.callbacks.Callback):
 
     def __init__(self, filepath):
         super().__init__()
-        self.final_path = pathlib.Path(filepath)
-        # Keras checks the extension, so the temporary name keeps `.keras`.
-        self.partial_path = self.final_path.with_name("." + self.final_path.stem + ".partial.keras")
+        self.path = pathlib.Path(filepath)
 
     def on_epoch_end(self, epoch, logs=None):
-        self.final_path.parent.mkdir(parents=True, exist_ok=True)
-        self.model.save(self.partial_path)
-        os.replace(self.partial_path, self.final_path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_save(self.model.save, self.path)
+
+
+def _atomic_save(save, path):
+    """`save(path)` through a temporary file (its name keeps the extension, which Keras checks), so a kill
+    mid-write leaves the last complete file."""
+    tmp = path.with_name("tmp_" + path.name)
+    save(tmp)
+    os.replace(tmp, path)
 
 
 def write_text_atomic(path, text):
@@ -236,23 +190,33 @@ def run_fit(
     callbacks=(),
     verbose="auto",
     steps_per_epoch=None,
+    budget_minutes=None,
 ):
-    """`model.fit` with checkpoints, resumption, logs and a metrics file.
+    """`model.fit` with checkpoints, resumption, logs and a metrics file: the one loop with an epoch a round.
+
+    After every epoch the whole model is saved to `workdir/checkpoint.keras`
+    and the epoch to `workdir/curve.json` (a `RoundLog`), and its metrics to
+    `workdir/metrics.json`. With `resume=True` a rerun restores the weights and
+    the optimizer's state into `model` from the checkpoint and continues at
+    the next epoch; the callbacks and the data stream start again with the
+    sitting, as in any new `fit`.
 
     Args:
         model: a compiled model.
         train, validation: `tf.data.Dataset`s (validation may be None).
-        workdir: folder for `backup/` (resume state), `checkpoint.keras` (the
-            latest epoch's model) and `metrics.json`. On a multi-worker
-            cluster, workers other than the chief write under `workdir/worker_N`.
+        workdir: folder for `checkpoint.keras` (the latest epoch's model),
+            `curve.json` and `metrics.json`. On a multi-worker cluster, workers
+            other than the chief write under `workdir/worker_N`.
         epochs: total epochs of the run (a resumed run ends at the same one).
-        resume: continue from `workdir/backup` if present; otherwise any old
-            backup is removed and training starts at epoch 0.
+        resume: continue from `workdir`'s last saved epoch if there is one;
+            otherwise training starts at epoch 0 (and overwrites the files).
         logdir: TensorBoard log folder, or None.
         schedule: optional `epoch -> learning rate` function.
         callbacks: more Keras callbacks.
         verbose: Keras' progress bar setting.
         steps_per_epoch: batches per epoch of an endless `train` dataset.
+        budget_minutes: optional training minutes (over every sitting, each
+            epoch's validation included) after which no new epoch starts.
 
     Returns:
         The `MetricsJSON` record (`{"epochs": [...], "starts": [...]}`).
@@ -271,6 +235,7 @@ def run_fit(
     ([0, 1], [0])
     >>> record = run_fit(model, train, None, workdir, epochs=3, resume=True,
     ...                  verbose=0)  # continues at epoch 2
+    resumed ... after epoch 2 (... training minutes)
     >>> [entry["epoch"] for entry in record["epochs"]], record["starts"]
     ([0, 1, 2], [0, 2])
 
@@ -280,42 +245,168 @@ def run_fit(
     if not distribute.is_chief():
         index = json.loads(os.environ["TF_CONFIG"])["task"].get("index", 0)
         workdir = workdir / f"worker_{index}"
-    workdir.mkdir(parents=True, exist_ok=True)
-    backup = workdir / "backup"
-    if not resume and backup.exists():
-        shutil.rmtree(backup)
+    if resume and (workdir / "backup").is_dir() and not saved_curve(workdir):
+        # Written by run_fit of 1.0.0 (a BackupAndRestore folder, no curve): refuse rather than start over in it.
+        raise ValueError(f"{workdir} holds a run saved by an earlier keras-relmem (backup/ without curve.json), "
+                         "which this version cannot resume; train without --resume (starting again at epoch 0 "
+                         "there) or give another workdir")
+    log = RoundLog(workdir, model_file="checkpoint.keras", fresh=not resume)
     metrics = MetricsJSON(workdir / "metrics.json", resume=resume)
     # The caller's callbacks first, so what they add to the logs is recorded.
     all_callbacks = list(callbacks) + [metrics]
     if schedule is not None:
         all_callbacks.append(keras.callbacks.LearningRateScheduler(schedule))
-    all_callbacks += [
-        AtomicModelCheckpoint(workdir / "checkpoint.keras"),
-        # Last, so an epoch counts as done only once everything above is written.
-        AtomicBackupAndRestore(str(backup), delete_checkpoint=False),
-    ]
+    # Last, so an epoch counts as done only once everything above is written.
+    all_callbacks.append(_EpochRounds(log, epochs, budget_minutes))
     if logdir:
         all_callbacks.append(keras.callbacks.TensorBoard(str(logdir)))
-    model.fit(
-        train,
-        validation_data=validation,
-        epochs=epochs,
-        callbacks=all_callbacks,
-        verbose=verbose,
-        steps_per_epoch=steps_per_epoch,
-        shuffle=False,  # the datasets shuffle themselves
-    )
+    if log.curve:
+        print(f"resumed {workdir} after epoch {log.next_round} ({log.minutes:.1f} training minutes)", flush=True)
+    if not log.done(budget_minutes, epochs):
+        model.fit(
+            train,
+            validation_data=validation,
+            initial_epoch=log.next_round,
+            epochs=epochs,
+            callbacks=all_callbacks,
+            verbose=verbose,
+            steps_per_epoch=steps_per_epoch,
+            shuffle=False,  # the datasets shuffle themselves
+        )
     return metrics.record
+
+
+class _EpochRounds(keras.callbacks.Callback):
+    """`run_fit`'s link to its `RoundLog`: restores the saved state when `fit` begins, records every epoch as a
+    round, and stops `fit` once the budget is spent."""
+
+    def __init__(self, log, epochs, budget_minutes):
+        super().__init__()
+        self.log, self.epochs, self.budget_minutes = log, epochs, budget_minutes
+
+    def on_train_begin(self, logs=None):
+        saved = self.log.model_path if self.log.curve else None
+        if saved is not None and saved.exists():
+            restore_into(self.model, saved)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        entry = {name: float(keras.ops.convert_to_numpy(value)) for name, value in (logs or {}).items()}
+        self.log.record(self.model, entry, time.perf_counter() - self.start)
+        if self.log.done(self.budget_minutes, self.epochs):
+            self.model.stop_training = True
+
+
+def restore_into(model, path):
+    """Load the weights and the optimizer's state of the `.keras` file `path` into `model` (the same architecture).
+
+    The optimizer is built first (Keras builds it lazily, on the first step),
+    so that its moments and step count are restored rather than skipped.
+    """
+    strategy = getattr(model, "distribute_strategy", None)  # the TensorFlow backend's
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
+        optimizer = getattr(model, "optimizer", None)
+        if optimizer is not None and not optimizer.built:
+            optimizer.build(model.trainable_variables)
+        model.load_weights(path)
+
+
+# --- The round log: what both drivers save after every round --------------------------------------------
+
+
+BEST_WEIGHTS = "best.weights.h5"
+
+
+class RoundLog:
+    """A run's rounds on disk: the whole model after the last round and the curve of every round.
+
+    `record` saves the model to a file named after the round, then writes the
+    curve with the new round (the commit), then moves the model file into
+    place, so a kill at any moment leaves a curve and a model of the same
+    round: a model saved for a round the curve does not hold is dropped, and
+    one whose round the curve holds but that was not yet moved is moved on
+    opening. Training minutes add up over every sitting; evaluation and
+    saving are not counted.
+
+    Args:
+        workdir: the run's folder.
+        model_file: the model's file name in it (`.keras`).
+        fresh: forget a saved run in `workdir` (its curve and model) and start at round 0.
+
+    Example:
+
+    ```python
+    >>> import keras, tempfile
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> log = RoundLog(tempfile.mkdtemp())
+    >>> entry = log.record(model, {"loss": 0.5}, seconds=30.0)
+    >>> entry, log.next_round, log.done(budget_minutes=0.5, max_rounds=None)
+    ({'round': 0, 'minutes': 0.5, 'loss': 0.5}, 1, True)
+
+    ```
+    """
+
+    def __init__(self, workdir, model_file="model.keras", fresh=False):
+        self.workdir = pathlib.Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.model_path = self.workdir / model_file
+        self.curve_path = self.workdir / "curve.json"
+        if fresh:
+            for path in (self.curve_path, self.model_path):
+                path.unlink(missing_ok=True)
+        self.curve = saved_curve(self.workdir)
+        for pending in self.workdir.glob(self._pending_name("*")):
+            if self.curve and pending.name == self._pending_name(self.curve[-1]["round"]):
+                os.replace(pending, self.model_path)  # the commit happened; finish it
+            else:
+                pending.unlink()  # saved for a round the curve never took
+
+    def _pending_name(self, index):
+        return f".{self.model_path.stem}.round{index}.keras"
+
+    @property
+    def minutes(self):
+        """Training minutes spent so far, over every sitting."""
+        return self.curve[-1]["minutes"] if self.curve else 0.0
+
+    @property
+    def next_round(self):
+        """The index of the round to train next."""
+        return len(self.curve)
+
+    def done(self, budget_minutes, max_rounds):
+        """Whether the budget (None: none) is spent or `max_rounds` (None: no limit) rounds are recorded."""
+        return ((budget_minutes is not None and self.minutes >= budget_minutes)
+                or (max_rounds is not None and self.next_round >= max_rounds))
+
+    def record(self, model, metrics, seconds, keep_best=None):
+        """Record a round that trained for `seconds`: save `model`, append `{round, minutes, **metrics}`.
+
+        `keep_best=(metric, "min" | "max")` also saves the weights as
+        `best.weights.h5` when the round is the best of the curve so far.
+        Returns the curve's new entry.
+        """
+        index = self.next_round
+        entry = {"round": index, "minutes": round(self.minutes + seconds / 60, 3), **metrics}
+        pending = self.workdir / self._pending_name(index)
+        model.save(pending)
+        write_json(self.curve_path, self.curve + [entry])
+        self.curve.append(entry)
+        os.replace(pending, self.model_path)
+        if keep_best and entry[keep_best[0]] == _best_value(self.curve, *keep_best):
+            _atomic_save(model.save_weights, self.workdir / BEST_WEIGHTS)
+            write_json(self.workdir / "best.json", {"round": index, keep_best[0]: entry[keep_best[0]]})
+        return entry
 
 
 # --- Training in rounds on a wall-clock budget -------------------------------------------------------------
 #
-# `train_in_rounds` trains a compiled model in rounds (one `fit` epoch of a fixed number of steps each) until
-# the training wall-clock (evaluation excluded) reaches a budget. After every round it evaluates, then saves
-# the model (with its optimizer state) as `.keras` and the curve as JSON, both atomically; a rerun with the
-# same workdir loads them and continues where the last completed round ended, so a budget of hours is spent
-# over several sittings. The clock counts only the rounds' training: evaluation, saving and the time between
-# sittings are excluded.
+# `train_in_rounds` trains a compiled model in rounds (typically one `fit` epoch of a fixed number of steps
+# each, on the round's own data) until the training wall-clock (evaluation excluded) reaches a budget, and
+# records each round in a `RoundLog`; a rerun with the same workdir loads the saved model and continues where
+# the last completed round ended, so a budget of hours is spent over several sittings.
 
 
 def anneal_learning_rate(model, minutes, budget_minutes, initial, final):
@@ -334,16 +425,9 @@ def anneal_learning_rate(model, minutes, budget_minutes, initial, final):
 
 
 def saved_curve(workdir):
-    """The curve `train_in_rounds` has saved in `workdir` so far: [] for a run not yet started."""
+    """The curve a `RoundLog` has saved in `workdir` so far: [] for a run not yet started."""
     path = pathlib.Path(workdir) / "curve.json"
     return json.loads(path.read_text()) if path.exists() else []
-
-
-def _atomic_save(save, path):
-    """`save(path)` through a temporary file, so a kill mid-write leaves the last complete file."""
-    tmp = path.with_name("tmp_" + path.name)
-    save(tmp)
-    os.replace(tmp, path)
 
 
 def train_in_rounds(
@@ -366,8 +450,9 @@ def train_in_rounds(
         train_round: `(model, round_index) -> dict` of training metrics; runs
             one round of `model.fit`.
         evaluate: `(model) -> dict` of metrics recorded after each round.
-        workdir: folder for `model.keras` and `curve.json`.
-        budget_minutes: float, training minutes to reach (over all sittings).
+        workdir: folder for `model.keras` and `curve.json` (a `RoundLog`).
+        budget_minutes: float, training minutes to reach (over all sittings),
+            or None for no budget (then `max_rounds` ends the run).
         describe: optional `(entry) -> str` printed after each round.
         on_resume: optional `(model) -> None` called after a saved model is
             loaded (e.g. to reset recurrent state).
@@ -387,42 +472,30 @@ def train_in_rounds(
         The curve: a list of dicts with `round`, `minutes` (cumulative
         training minutes) and the metrics of `train_round` and `evaluate`.
     """
-    workdir = pathlib.Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    model_path, curve_path = workdir / "model.keras", workdir / "curve.json"
-    curve = saved_curve(workdir)
-    if curve and model_path.exists():
-        model = keras.saving.load_model(model_path)
+    if budget_minutes is None and max_rounds is None:
+        raise ValueError("train_in_rounds needs budget_minutes or max_rounds (or both); got neither")
+    log = RoundLog(workdir)
+    if log.curve and log.model_path.exists():
+        model = keras.saving.load_model(log.model_path)
         if on_resume:
             on_resume(model)
-        print(f"resumed {workdir} after round {curve[-1]['round']} "
-              f"({curve[-1]['minutes']:.1f} training minutes)", flush=True)
+        print(f"resumed {log.workdir} after round {log.curve[-1]['round']} "
+              f"({log.minutes:.1f} training minutes)", flush=True)
     else:
         # Say where a rerun looks, so that a workdir left on another machine is not silently started over.
-        print(f"no saved run in {workdir} (model.keras and curve.json): starting at round 0", flush=True)
-        curve, model = [], build()
-    minutes = curve[-1]["minutes"] if curve else 0.0
-    while minutes < budget_minutes and (max_rounds is None or len(curve) < max_rounds):
-        index = len(curve)
+        print(f"no saved run in {log.workdir} (model.keras and curve.json): starting at round 0", flush=True)
+        log, model = RoundLog(workdir, fresh=True), build()
+    while not log.done(budget_minutes, max_rounds):
         if before_round:
-            before_round(model, minutes)
+            before_round(model, log.minutes)
         start = time.perf_counter()
-        metrics = train_round(model, index)
-        minutes += (time.perf_counter() - start) / 60
-        entry = {"round": index, "minutes": round(minutes, 3), **metrics, **evaluate(model)}
-        _atomic_save(model.save, model_path)
-        curve.append(entry)
-        write_json(curve_path, curve)
-        if keep_best and entry[keep_best[0]] == _best_value(curve, *keep_best):
-            _atomic_save(model.save_weights, workdir / BEST_WEIGHTS)
-            write_json(workdir / "best.json", {"round": index, keep_best[0]: entry[keep_best[0]]})
+        metrics = train_round(model, log.next_round)
+        seconds = time.perf_counter() - start
+        entry = log.record(model, {**metrics, **evaluate(model)}, seconds, keep_best=keep_best)
         print(describe(entry) if describe else json.dumps(entry), flush=True)
         if on_round:
-            on_round(curve)
-    return curve, model
-
-
-BEST_WEIGHTS = "best.weights.h5"
+            on_round(log.curve)
+    return log.curve, model
 
 
 def best_entry(curve, metric, mode="min"):

@@ -43,29 +43,6 @@ def test_optimizers_keep_their_own_and_their_built_variables_where_the_helpers_r
     assert optimizer.variables[:len(own)] == own
 
 
-def test_backup_and_restore_still_keeps_its_paths_and_steps_where_the_hooks_reach():
-    callback = keras.callbacks.BackupAndRestore("unused_backup_dir")
-    for name in ("_weights_path", "_training_metadata_path", "_prev_weights_path", "_prev_training_metadata_path"):
-        assert hasattr(callback, name), name
-    for name in ("_save_model", "_load_model"):
-        assert callable(getattr(keras.callbacks.BackupAndRestore, name)), name
-
-
-def test_backup_and_restore_hooks_save_into_the_folder_given(tmp_path):
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
-    model.compile("sgd", "mse")
-
-    class IntoFolder(internals.BackupAndRestoreHooks):
-        def save_state(self):
-            self.use_folder(tmp_path / "here")
-            (tmp_path / "here").mkdir(exist_ok=True)
-            self.save_files()
-
-    model.fit(np.ones((4, 3)), np.ones((4, 1)), epochs=1, verbose=0,
-              callbacks=[IntoFolder(tmp_path / "backup", delete_checkpoint=False)])
-    assert sorted(p.name for p in (tmp_path / "here").iterdir()) == ["latest.weights.h5", "training_metadata.json"]
-
-
 def test_no_automatic_dependency_tracking_keeps_inner_optimizer_variables_out_of_the_tracker():
     from keras_relmem.optimizers import SplitOptimizer
 

@@ -32,44 +32,85 @@ def _killed_after_writing(partial):
     return dying_save
 
 
-def test_backup_killed_mid_save_resumes_from_previous_epoch(tmp_path, monkeypatch):
-    x, y = _data()
-    backup = tmp_path / "backup"
+def _train_data():
+    import tensorflow as tf
+
+    return tf.data.Dataset.from_tensor_slices(_data()).batch(4)
+
+
+def test_round_log_killed_mid_save_keeps_the_last_complete_round(tmp_path, monkeypatch):
     model = _model()
-    model.fit(
-        x, y, epochs=2, verbose=0, callbacks=[training.AtomicBackupAndRestore(str(backup), delete_checkpoint=False)]
-    )
-    weights_after_2 = [w.copy() for w in model.get_weights()]
-
-    # The third epoch's save dies after writing half a weights file.
-    monkeypatch.setattr(keras.Model, "save_weights", _killed_after_writing(b"\x89HDF\r\n\x1a\n garbage"))
+    log = training.RoundLog(tmp_path)
+    log.record(model, {"loss": 1.0}, seconds=6.0)
+    good = (tmp_path / "model.keras").read_bytes()
+    monkeypatch.setattr(keras.Model, "save", _killed_after_writing(b"PK half a zip"))
     with pytest.raises(KeyboardInterrupt):
-        model.fit(x, y, epochs=3, verbose=0,
-                  callbacks=[training.AtomicBackupAndRestore(str(backup), delete_checkpoint=False)])
+        log.record(model, {"loss": 0.5}, seconds=6.0)
     monkeypatch.undo()
+    reopened = training.RoundLog(tmp_path)
+    assert [e["round"] for e in reopened.curve] == [0] and reopened.next_round == 1 and reopened.minutes == 0.1
+    assert (tmp_path / "model.keras").read_bytes() == good
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["curve.json", "model.keras"]  # the half file is gone
 
-    fresh = _model()
+
+def test_round_log_killed_after_its_commit_finishes_the_move(tmp_path, monkeypatch):
+    """A kill after the curve took the round but before the model file was moved into place: reopening
+    moves it, so the model and the curve are of the same round."""
+    model = _model()
+    log = training.RoundLog(tmp_path)
+    log.record(model, {}, seconds=1.0)
+    model.layers[0].kernel.assign(np.full((3, 2), 7.0, "float32"))
+    real_replace = training.os.replace
+
+    def die_on_model_move(src, dst):
+        if str(dst).endswith("model.keras"):
+            raise KeyboardInterrupt("killed")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(training.os, "replace", die_on_model_move)
+    with pytest.raises(KeyboardInterrupt):
+        log.record(model, {}, seconds=1.0)
+    monkeypatch.undo()
+    reopened = training.RoundLog(tmp_path)
+    assert reopened.next_round == 2
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+    np.testing.assert_array_equal(loaded.layers[0].kernel.numpy(), np.full((3, 2), 7.0))
+
+
+def test_run_fit_resumes_weights_optimizer_and_epoch_into_the_callers_model(tmp_path):
+    """Two epochs, then a new sitting for the third, equal the three epochs of one sitting: the weights, the
+    optimizer's moments and its step count come back from checkpoint.keras into a newly built model."""
+    keras.utils.set_random_seed(1)
+    straight = _model()
+    initial = [w.copy() for w in straight.get_weights()]
+    training.run_fit(straight, _train_data(), None, tmp_path / "straight", epochs=3, verbose=0)
+
+    first = _model()
+    first.set_weights(initial)
+    training.run_fit(first, _train_data(), None, tmp_path / "resumed", epochs=2, verbose=0)
+    second = _model()  # another process's model: fresh weights, an unbuilt optimizer
+    record = training.run_fit(second, _train_data(), None, tmp_path / "resumed", epochs=3, resume=True, verbose=0)
+    assert [e["epoch"] for e in record["epochs"]] == [0, 1, 2] and record["starts"] == [0, 2]
+    assert int(second.optimizer.iterations) == int(straight.optimizer.iterations) == 12
+    for got, want in zip(second.get_weights(), straight.get_weights()):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    for got, want in zip(second.optimizer.variables, straight.optimizer.variables):
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(got), keras.ops.convert_to_numpy(want), rtol=1e-6)
+    # without --resume the same workdir starts over
+    record = training.run_fit(_model(), _train_data(), None, tmp_path / "resumed", epochs=1, verbose=0)
+    assert [e["epoch"] for e in record["epochs"]] == [0]
+    assert [e["round"] for e in training.saved_curve(tmp_path / "resumed")] == [0]
+
+
+def test_run_fit_budget_counts_every_sitting(tmp_path):
+    """A budget already spent ends the run after the epoch that spent it, and a resumed sitting trains no more."""
     seen = []
-    fresh.fit(x, y, epochs=2, verbose=0, callbacks=[
-        training.AtomicBackupAndRestore(str(backup), delete_checkpoint=False),
-        keras.callbacks.LambdaCallback(on_epoch_begin=lambda epoch, logs: seen.append(epoch)),
-    ])
-    # Epochs 0-1 were saved completely, so nothing is left to run, and the
-    # weights are the ones saved after epoch 2, not the half-written file.
-    assert seen == []
-    for got, want in zip(fresh.get_weights(), weights_after_2):
-        np.testing.assert_array_equal(got, want)
-    assert (backup / "latest").read_text() == "state-1"
-
-
-def test_backup_keeps_one_state_and_a_plain_pointer(tmp_path):
-    x, y = _data()
-    backup = tmp_path / "backup"
-    _model().fit(x, y, epochs=3, verbose=0,
-                 callbacks=[training.AtomicBackupAndRestore(str(backup), delete_checkpoint=False)])
-    assert sorted(p.name for p in backup.iterdir()) == ["latest", "state-2"]
-    meta = json.loads((backup / "state-2" / "training_metadata.json").read_text())
-    assert meta["epoch"] == 3
+    spy = keras.callbacks.LambdaCallback(on_epoch_begin=lambda epoch, logs: seen.append(epoch))
+    training.run_fit(_model(), _train_data(), None, tmp_path, epochs=50, budget_minutes=1e-9, callbacks=[spy],
+                     verbose=0)
+    training.run_fit(_model(), _train_data(), None, tmp_path, epochs=50, budget_minutes=1e-9, callbacks=[spy],
+                     verbose=0, resume=True)
+    assert seen == [0] and len(training.saved_curve(tmp_path)) == 1
 
 
 def test_model_checkpoint_is_replaced_whole(tmp_path, monkeypatch):
@@ -220,3 +261,12 @@ def test_best_entry_is_the_whole_round_with_the_lowest_or_highest_value():
     assert training.best_entry(curve, "v") == {"round": 1, "v": 3.0}
     assert training.best_entry(curve, "v", "max")["round"] == 2
     assert training.best_entry([], "v") is None
+
+
+def test_run_fit_refuses_to_resume_a_workdir_of_the_earlier_format(tmp_path):
+    (tmp_path / "backup").mkdir()
+    (tmp_path / "checkpoint.keras").write_bytes(b"an earlier run's")
+    with pytest.raises(ValueError, match="backup/ without curve.json"):
+        training.run_fit(_model(), _train_data(), None, tmp_path, epochs=1, resume=True, verbose=0)
+    assert (tmp_path / "checkpoint.keras").read_bytes() == b"an earlier run's"
+
