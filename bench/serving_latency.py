@@ -12,7 +12,12 @@ starts `serving/server.py` in its own process, and measures, in one run:
    the same server flags on both sides of each comparison;
 3. optionally (`--baseline-script`), the same sequential and 32-client
    figures for another server script, e.g. an older checkout's
-   `serving/server.py`, so a speed-up is old vs new in one run.
+   `serving/server.py`, so a speed-up is old vs new in one run;
+4. where Debian's `nghttp2-client` and `wrk` are installed (`bench.native_load`),
+   parts 1 and 2 again with native clients (h2load for gRPC, wrk for REST)
+   instead of this process's Python threads, under `native_clients`: the same
+   server, the same in-process floor measured in the same stretch, so the
+   clients' own cost is told apart from the server's.
 
 Prints a table and writes `bench/results/serving_latency.json`:
 
@@ -34,6 +39,7 @@ import time
 
 import numpy as np
 
+from bench import native_load
 from bench.serving import export_babi_entnet, free_port, save_and_report, start_server
 from keras_relmem.testing import soak
 
@@ -186,6 +192,10 @@ def run(args):
             best_unbatched = max(result[f"clients_{t}"]["32"]["unbatched_rps"] for t in THREADS)
             result["batched_32_over_best_unbatched_32"] = result["clients"]["32"]["batched_rps"] / best_unbatched
 
+        # 4. Native clients (C programs, each client its own connection), where installed.
+        if args.native and native_load.available():
+            result["native_clients"] = native_figures(args, base, in_process)
+
         # 3. Another server script, old vs new in this run.
         if args.baseline_script:
             result["baseline"] = {"script": args.baseline_script}
@@ -208,6 +218,52 @@ def run(args):
                 finally:
                     _stop(process)
     return result
+
+
+def native_figures(args, base, in_process):
+    """Parts 1 and 2 with h2load (gRPC) and wrk (REST) as the clients; `in_process()` gives the floor's call."""
+    message = native_load.predict_request(
+        "babi", {"story": np.array([STORY], dtype=object), "question": np.array([QUESTION], dtype=object)},
+        "answer", ("top_answers", "top_probabilities"))
+    body = json.dumps({"signature_name": "answer", "instances": [{"story": STORY, "question": QUESTION}]})
+    figures = {"tools": "h2load (nghttp2) for gRPC, wrk for REST"}
+    process, ports = start_server(_with_rest(server_flags(base, False, "tensorflow_default")))
+    try:
+        native_load.check_grpc_body(ports["grpc"], message)
+        seq = {"in_process": [], "grpc": [], "rest_keep_alive": []}
+        floor = in_process()
+        for _ in range(args.repeats):  # alternated in one stretch, as in part 1
+            seq["in_process"].append(sequential_p50(floor))
+            _, latencies = native_load.h2load_grpc(ports["grpc"], message, 1, requests=310)
+            seq["grpc"].append(float(np.percentile(latencies[10:], 50) * 1e3))
+            _, rest = native_load.wrk_rest(ports["rest"], body, 1, max(1, round(args.seconds / 4)))
+            seq["rest_keep_alive"].append(rest["p50_ms"])
+    finally:
+        _stop(process)
+    figures["sequential_p50_ms_runs"] = seq
+    figures["sequential_p50_ms"] = p50 = {name: float(np.median(v)) for name, v in seq.items()}
+    figures["grpc_over_in_process"] = p50["grpc"] / p50["in_process"]
+    figures["rest_over_in_process"] = p50["rest_keep_alive"] / p50["in_process"]
+    for threads in THREADS:
+        table = {str(c): {} for c in args.clients}
+        for label, batching in (("unbatched", False), ("batched", True)):
+            process, ports = start_server(server_flags(base, batching, threads))
+            try:
+                for clients in args.clients:
+                    rate, latencies = native_load.h2load_grpc(ports["grpc"], message, clients, seconds=args.seconds)
+                    table[str(clients)][label] = {"rps": rate, "p50_ms": float(np.percentile(latencies, 50) * 1e3),
+                                                  "p99_ms": float(np.percentile(latencies, 99) * 1e3),
+                                                  "requests": len(latencies)}
+            finally:
+                _stop(process)
+        figures[f"clients_{threads}"] = {
+            clients: {"batched_rps": row["batched"]["rps"], "unbatched_rps": row["unbatched"]["rps"],
+                      "batched_p99_ms": row["batched"]["p99_ms"], "unbatched_p99_ms": row["unbatched"]["p99_ms"],
+                      "batched_over_unbatched": row["batched"]["rps"] / row["unbatched"]["rps"], **row}
+            for clients, row in table.items()
+        }
+    figures["clients"] = figures["clients_one_thread_each"]
+    return figures
 
 
 def _with_rest(flags):
@@ -245,6 +301,21 @@ def markdown(result):
     if "batched_32_over_best_unbatched_32" in result:
         lines += ["", f"- 32 clients, batched (one thread each) over the faster unbatched setting: "
                       f"{result['batched_32_over_best_unbatched_32']:.2f}x"]
+    if "native_clients" in result:
+        native = result["native_clients"]
+        p50 = native["sequential_p50_ms"]
+        lines += ["", f"Native clients ({native['tools']}), the same server:", "",
+                  f"- sequential batch-1 `answer`, p50 ms: in-process {p50['in_process']:.2f}, gRPC {p50['grpc']:.2f} "
+                  f"({native['grpc_over_in_process']:.2f}x), REST keep-alive {p50['rest_keep_alive']:.2f} "
+                  f"({native['rest_over_in_process']:.2f}x)"]
+        for threads in THREADS:
+            lines += ["", f"TensorFlow threads: {threads.replace('_', ' ')}", "",
+                      "| clients | unbatched req/s | p99 ms | batched req/s | p99 ms | batched / unbatched |",
+                      "|---|---|---|---|---|---|"]
+            for clients, row in native[f"clients_{threads}"].items():
+                lines.append(f"| {clients} | {row['unbatched_rps']:.0f} | {row['unbatched_p99_ms']:.1f} | "
+                             f"{row['batched_rps']:.0f} | {row['batched_p99_ms']:.1f} | "
+                             f"{row['batched_over_unbatched']:.2f}x |")
     if "baseline" in result:
         old, new = result["baseline"]["baseline"], result["baseline"]["this"]
         lines += [f"- old vs new server in this run: gRPC p50 {old['grpc_p50_ms']:.2f} -> {new['grpc_p50_ms']:.2f} ms, "
@@ -264,6 +335,8 @@ def main(argv=None):
     parser.add_argument("--num-batch-threads", type=int, nargs="+", default=[1],
                         help="batching servers' num_batch_threads (TF Serving's batching parameter), each measured "
                              "in this run; the first gives the table's batched column (default 1)")
+    parser.add_argument("--no-native", dest="native", action="store_false",
+                        help="leave out the native clients (h2load, wrk), which run where they are installed")
     parser.add_argument("--out", default="bench/results/serving_latency.json")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -5,7 +5,7 @@ import pathlib
 
 import pytest
 
-from bench import serving_latency, serving_profile
+from bench import native_load, serving_latency, serving_profile
 
 RESULTS = pathlib.Path(__file__).resolve().parents[1] / "bench" / "results"
 
@@ -59,3 +59,71 @@ def test_serving_profile_runs(tmp_path):
     out = tmp_path / "profile.json"
     assert serving_profile.main(["--requests", "20", "--out", str(out)]) == 0
     assert set(json.loads(out.read_text())["apis"]) == {"grpc", "rest"}
+
+
+def test_grpc_frame_is_the_length_prefixed_message_of_the_grpc_wire_format():
+    # gRPC over HTTP/2 (PROTOCOL-HTTP2.md): Compressed-Flag (1 byte, 0), Message-Length (4 bytes, big-endian), Message
+    assert native_load.grpc_frame(b"abc") == bytes([0, 0, 0, 0, 3]) + b"abc"
+    assert native_load.grpc_frame(b"x" * 300)[:5] == bytes([0, 0, 0, 1, 44])
+
+
+WRK_OUT = """Running 4s test @ http://127.0.0.1:8501/v1/models/babi:predict
+  1 threads and 1 connections
+  Latency Distribution
+     50%    1.61ms
+     75%    2.10ms
+     90%  850.00us
+     99%    1.20s
+  1802 requests in 4.00s, 0.9MB read
+Requests/sec:    450.25
+Transfer/sec:    230.10KB
+"""
+
+
+def test_wrk_and_h2load_outputs_are_read_and_errors_refused():
+    rate, latency = native_load.parse_wrk(WRK_OUT)
+    assert rate == 450.25 and latency == {"p50_ms": 1.61, "p99_ms": 1200.0}
+    with pytest.raises(RuntimeError, match="errors"):
+        native_load.parse_wrk(WRK_OUT + "  Non-2xx or 3xx responses: 3\n")
+    out = "finished in 3.00s, 721.67 req/s, 200KB/s\n"
+    rate, latencies = native_load.parse_h2load(out, "1796409000000000\t200\t1500\n1796409000002000\t200\t2500\n")
+    assert rate == 721.67 and latencies.tolist() == [0.0015, 0.0025]
+    with pytest.raises(RuntimeError, match="statuses"):
+        native_load.parse_h2load(out, "1796409000000000\t200\t1500\n1796409000002000\t503\t10\n")
+
+
+def test_serving_latency_shows_the_native_clients_beside_the_python_ones():
+    result = json.loads((RESULTS / "serving_latency.json").read_text())
+    if "native_clients" not in result:
+        pytest.skip("the committed figures predate the native clients")
+    native = result["native_clients"]
+    for clients in ("1", "8", "32"):
+        row = native["clients"][clients]
+        assert row["batched_over_unbatched"] == pytest.approx(row["batched_rps"] / row["unbatched_rps"])
+    assert f"({native['grpc_over_in_process']:.2f}x)" in serving_latency.markdown(result)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not native_load.available(), reason="needs Debian's nghttp2-client and wrk")
+def test_native_clients_get_answers_from_the_server(tmp_path):
+    """h2load's gRPC bytes and wrk's REST body are answered by a real server (slow: an export and a server)."""
+    import numpy as np
+
+    from bench.serving import export_babi_entnet, start_server
+
+    export_babi_entnet(tmp_path)
+    process, ports = start_server(serving_latency._with_rest(serving_latency.server_flags(tmp_path, False,
+                                                                                            "one_thread_each")))
+    try:
+        message = native_load.predict_request(
+            "babi", {"story": np.array([serving_latency.STORY], dtype=object),
+                     "question": np.array([serving_latency.QUESTION], dtype=object)}, "answer", ("top_answers",))
+        assert native_load.check_grpc_body(ports["grpc"], message) == ["top_answers"]
+        rate, latencies = native_load.h2load_grpc(ports["grpc"], message, 2, requests=20)
+        assert rate > 0 and len(latencies) == 20
+        body = json.dumps({"signature_name": "answer",
+                           "instances": [{"story": serving_latency.STORY, "question": serving_latency.QUESTION}]})
+        rate, latency = native_load.wrk_rest(ports["rest"], body, 1, 1)
+        assert rate > 0 and latency["p99_ms"] >= latency["p50_ms"] > 0
+    finally:
+        serving_latency._stop(process)
