@@ -111,15 +111,29 @@ def default(task, model, joint=False):
                  if (r.task, r.model, r.joint) == (task, model, joint) and r.default), None)
 
 
-def listing(task=None):
-    """The recipes as text: name, model, summary, source and command, one block each."""
+def listing(task=None, others=False):
+    """The recipes as text: name, model, summary, source and command, one block each.
+
+    `task` keeps that task's recipes; `others=True` adds every other task's
+    after them, under a heading (each block's `run:` line names its command).
+    """
+    lines = _blocks(names(task))
+    if task is not None and others:
+        rest = [name for name in names() if _REGISTRY[name].task != task]
+        if rest:
+            lines += [f"Recipes of the other commands (not {task}; each runs with its own command):", ""]
+            lines += _blocks(rest)
+    return "\n".join(lines).rstrip()
+
+
+def _blocks(chosen):
     lines = []
-    for name in names(task):
+    for name in chosen:
         recipe = _REGISTRY[name]
         mark = (" (default with --joint)" if recipe.joint else " (default)") if recipe.default else ""
         lines += [f"{name}{mark}  [{recipe.task}, {recipe.model}]", f"    {recipe.summary}",
                   f"    from: {recipe.source}", f"    run:  {recipe.command}", ""]
-    return "\n".join(lines).rstrip()
+    return lines
 
 
 # --- bAbI, one model per task (tasks/train_babi.py) -------------------------------------------------------

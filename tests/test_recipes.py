@@ -164,6 +164,11 @@ def test_list_recipes(capsys):
     assert stop.value.code == 0
     out = capsys.readouterr().out
     assert "entnet_babi_paper" in out and "memo_babi_joint" in out and "run:  python" in out
+    # the other commands' recipes follow the bAbI ones: MEMO's PAI and its paper's set-up among them
+    babi, others = out.split("Recipes of the other commands")
+    assert "memo_pai_length4" not in babi
+    assert "memo_pai_length4  [pai, memo]" in others and "memo_pai_paper" in others
+    assert "python -m bench.memo_pai --recipe memo_pai_length4" in others
 
 
 def test_memo_defaults_are_the_measured_ones_and_a_saved_model_keeps_its_own(tmp_path):

@@ -130,7 +130,7 @@ def resolve_args(argv):
     if "--list-recipes" in argv:
         from keras_relmem import recipes
 
-        print(recipes.listing("babi"))
+        print(recipes.listing("babi", others=True))
         raise SystemExit(0)
     named = argparse.ArgumentParser(add_help=False)
     named.add_argument("--recipe")

@@ -102,7 +102,7 @@ def parse_with_recipes(parser, argv, task):
     named.add_argument("--list-recipes", action="store_true")
     chosen = named.parse_known_args(argv)[0]
     if chosen.list_recipes:
-        print(recipes.listing(task))
+        print(recipes.listing(task, others=True))
         raise SystemExit(0)
     model = chosen.model or parser.get_default("model")
     if chosen.recipe:
