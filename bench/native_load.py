@@ -38,17 +38,9 @@ def available():
 
 def predict_request(model, inputs, signature, output_filter=()):
     """A serialized `PredictRequest` (what `ServingClient.predict` sends) for `{alias: array}` inputs."""
-    from tensorflow_serving.apis import predict_pb2
+    from keras_relmem.serving.client import predict_request as request
 
-    from keras_relmem.serving import tensors
-
-    request = predict_pb2.PredictRequest()
-    request.model_spec.name = model
-    request.model_spec.signature_name = signature
-    for alias, value in inputs.items():
-        request.inputs[alias].CopyFrom(tensors.to_proto(value))
-    request.output_filter.extend(output_filter)
-    return request.SerializeToString()
+    return request(model, inputs, signature, output_filter=output_filter).SerializeToString()
 
 
 def grpc_frame(message):

@@ -39,6 +39,37 @@ from tensorflow_serving.apis import (
 from keras_relmem.serving import tensors
 
 
+def predict_request(model, inputs, signature="serving_default", version=None, output_filter=()):
+    """The `PredictRequest` that `ServingClient.predict` sends.
+
+    Args:
+        model: the model's name (`model_spec.name`).
+        inputs: `{alias: array-like}`; strings, numbers or booleans of any shape.
+        signature: the signature's name.
+        version: a version number, or None for the newest.
+        output_filter: the output aliases to return (empty: all of them).
+
+    Returns:
+        A `tensorflow_serving.apis.predict_pb2.PredictRequest`.
+
+    Example:
+
+    ```python
+    request = predict_request("babi", {"story": [["Mary went home."]], "question": ["Where is Mary?"]}, "answer")
+    raw = request.SerializeToString()  # e.g. for a load generator
+    ```
+    """
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = model
+    request.model_spec.signature_name = signature
+    if version is not None:
+        request.model_spec.version.value = int(version)
+    for alias, value in inputs.items():
+        request.inputs[alias].CopyFrom(tensors.to_proto(value))
+    request.output_filter.extend(output_filter)
+    return request
+
+
 class ServingClient:
     """Calls a model server through the official `tensorflow-serving-api` stubs.
 
@@ -70,14 +101,7 @@ class ServingClient:
         `return_version=True` returns `(outputs, version)`, the version that
         answered (the server picks the newest unless `version` names one).
         """
-        request = predict_pb2.PredictRequest()
-        request.model_spec.name = model
-        request.model_spec.signature_name = signature
-        if version is not None:
-            request.model_spec.version.value = int(version)
-        for alias, value in inputs.items():
-            request.inputs[alias].CopyFrom(tensors.to_proto(value))
-        request.output_filter.extend(output_filter)
+        request = predict_request(model, inputs, signature, version, output_filter)
         response = self.prediction.Predict(request, timeout=self.timeout)
         outputs = {alias: tensors.to_array(proto) for alias, proto in response.outputs.items()}
         return (outputs, response.model_spec.version.value) if return_version else outputs

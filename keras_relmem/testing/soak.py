@@ -142,18 +142,11 @@ def bad_rest_calls(shapes, max_json_bytes):
     ]
 
 
-def predict_request(model, signature, inputs, version=None, name=None):
-    import tensorflow as tf
-    from tensorflow_serving.apis import predict_pb2
+def predict_request(model, signature, inputs, version=None):
+    """The client's request (`keras_relmem.serving.client.predict_request`), good or bad as the soak wants it."""
+    from keras_relmem.serving.client import predict_request as request
 
-    request = predict_pb2.PredictRequest()
-    request.model_spec.name = model if name is None else name
-    request.model_spec.signature_name = signature
-    if version is not None:
-        request.model_spec.version.value = version
-    for alias, value in inputs.items():
-        request.inputs[alias].CopyFrom(tf.make_tensor_proto(value))
-    return request
+    return request(model, inputs, signature, version)
 
 
 def good_grpc_calls(shapes):
@@ -183,7 +176,7 @@ def bad_grpc_calls(shapes, max_request_bytes):
     return [
         GrpcCall("grpc unknown model", "Predict", predict_request("nope", "", {"story": story, "query": query}),
                  code.NOT_FOUND),
-        GrpcCall("grpc empty model name", "Predict", predict_request("", "", {"story": story}, name=""),
+        GrpcCall("grpc empty model name", "Predict", predict_request("", "", {"story": story}),
                  code.INVALID_ARGUMENT),
         GrpcCall("grpc unknown version", "Predict",
                  predict_request("babi", "", {"story": story, "query": query}, version=999), code.NOT_FOUND),
