@@ -94,12 +94,16 @@ def grpc_call(port):
     return lambda: client.answer("babi", STORY, QUESTION)
 
 
+def rest_body():
+    """The REST `:predict` body of the benchmark's one question (the Python and the native clients send it)."""
+    return json.dumps({"signature_name": "answer", "instances": [{"story": STORY, "question": QUESTION}]})
+
+
 def rest_call(port):
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    body = json.dumps({"signature_name": "answer", "instances": [{"story": STORY, "question": QUESTION}]})
 
     def call():
-        connection.request("POST", "/v1/models/babi:predict", body=body, headers={"Content-Type": "application/json"})
+        connection.request("POST", "/v1/models/babi:predict", body=rest_body(), headers={"Content-Type": "application/json"})
         response = connection.getresponse()
         response.read()
         if response.status != 200:
@@ -130,6 +134,28 @@ def stats(latencies, rate):
     return {"rps": float(rate), "p50_ms": float(p50), "p99_ms": float(p99), "requests": len(latencies)}
 
 
+def sequential_summary(seq):
+    """Part 1's figures from `{client: [p50 ms of each repeat]}`: the runs, their medians and the ratios."""
+    p50 = {name: float(np.median(v)) for name, v in seq.items()}
+    return {"sequential_p50_ms_runs": seq, "sequential_p50_ms": p50,
+            "grpc_over_in_process": p50["grpc"] / p50["in_process"],
+            "rest_over_in_process": p50["rest_keep_alive"] / p50["in_process"]}
+
+
+def client_rows(table, others=()):
+    """Part 2's rows from `{clients: {label: stats}}`: the batched and unbatched figures the issue names, the
+    ratio, and each of `others` (labels of further batched servers) over the unbatched rate."""
+    return {
+        clients: {
+            "batched_rps": row["batched"]["rps"], "unbatched_rps": row["unbatched"]["rps"],
+            "batched_p99_ms": row["batched"]["p99_ms"], "unbatched_p99_ms": row["unbatched"]["p99_ms"],
+            "batched_over_unbatched": row["batched"]["rps"] / row["unbatched"]["rps"],
+            **{f"{label}_over_unbatched": row[label]["rps"] / row["unbatched"]["rps"] for label in others},
+            **row,
+        } for clients, row in table.items()
+    }
+
+
 def run(args):
     import tensorflow as tf
 
@@ -155,11 +181,7 @@ def run(args):
                     seq[name].append(sequential_p50(call))
         finally:
             _stop(process)
-        result["sequential_p50_ms_runs"] = seq
-        result["sequential_p50_ms"] = {name: float(np.median(v)) for name, v in seq.items()}
-        p50 = result["sequential_p50_ms"]
-        result["grpc_over_in_process"] = p50["grpc"] / p50["in_process"]
-        result["rest_over_in_process"] = p50["rest_keep_alive"] / p50["in_process"]
+        result.update(sequential_summary(seq))
 
         # 2. Throughput with and without batching, per thread setting.
         for threads in THREADS:
@@ -176,16 +198,7 @@ def run(args):
                         table[str(clients)][label] = stats(latencies, rate)
                 finally:
                     _stop(process)
-            result[f"clients_{threads}"] = {
-                clients: {
-                    "batched_rps": row["batched"]["rps"], "unbatched_rps": row["unbatched"]["rps"],
-                    "batched_p99_ms": row["batched"]["p99_ms"], "unbatched_p99_ms": row["unbatched"]["p99_ms"],
-                    "batched_over_unbatched": row["batched"]["rps"] / row["unbatched"]["rps"],
-                    **{f"{label}_over_unbatched": row[label]["rps"] / row["unbatched"]["rps"]
-                       for label, _ in batched_runs(args)[1:]},
-                    **row,
-                } for clients, row in table.items()
-            }
+            result[f"clients_{threads}"] = client_rows(table, [label for label, _ in batched_runs(args)[1:]])
         # The headline: the setting a batching server is run with (see docs/serving.md).
         result["clients"] = result["clients_one_thread_each"]
         if "32" in result["clients"]:
@@ -225,7 +238,7 @@ def native_figures(args, base, in_process):
     message = native_load.predict_request(
         "babi", {"story": np.array([STORY], dtype=object), "question": np.array([QUESTION], dtype=object)},
         "answer", ("top_answers", "top_probabilities"))
-    body = json.dumps({"signature_name": "answer", "instances": [{"story": STORY, "question": QUESTION}]})
+    body = rest_body()
     figures = {"tools": "h2load (nghttp2) for gRPC, wrk for REST"}
     process, ports = start_server(_with_rest(server_flags(base, False, "tensorflow_default")))
     try:
@@ -240,10 +253,7 @@ def native_figures(args, base, in_process):
             seq["rest_keep_alive"].append(rest["p50_ms"])
     finally:
         _stop(process)
-    figures["sequential_p50_ms_runs"] = seq
-    figures["sequential_p50_ms"] = p50 = {name: float(np.median(v)) for name, v in seq.items()}
-    figures["grpc_over_in_process"] = p50["grpc"] / p50["in_process"]
-    figures["rest_over_in_process"] = p50["rest_keep_alive"] / p50["in_process"]
+    figures.update(sequential_summary(seq))
     for threads in THREADS:
         table = {str(c): {} for c in args.clients}
         for label, batching in (("unbatched", False), ("batched", True)):
@@ -251,17 +261,10 @@ def native_figures(args, base, in_process):
             try:
                 for clients in args.clients:
                     rate, latencies = native_load.h2load_grpc(ports["grpc"], message, clients, seconds=args.seconds)
-                    table[str(clients)][label] = {"rps": rate, "p50_ms": float(np.percentile(latencies, 50) * 1e3),
-                                                  "p99_ms": float(np.percentile(latencies, 99) * 1e3),
-                                                  "requests": len(latencies)}
+                    table[str(clients)][label] = stats(latencies, rate)
             finally:
                 _stop(process)
-        figures[f"clients_{threads}"] = {
-            clients: {"batched_rps": row["batched"]["rps"], "unbatched_rps": row["unbatched"]["rps"],
-                      "batched_p99_ms": row["batched"]["p99_ms"], "unbatched_p99_ms": row["unbatched"]["p99_ms"],
-                      "batched_over_unbatched": row["batched"]["rps"] / row["unbatched"]["rps"], **row}
-            for clients, row in table.items()
-        }
+        figures[f"clients_{threads}"] = client_rows(table)
     figures["clients"] = figures["clients_one_thread_each"]
     return figures
 

@@ -119,9 +119,7 @@ def test_native_clients_get_answers_from_the_server(tmp_path):
         assert native_load.check_grpc_body(ports["grpc"], message) == ["top_answers"]
         rate, latencies = native_load.h2load_grpc(ports["grpc"], message, 2, requests=20)
         assert rate > 0 and len(latencies) == 20
-        body = json.dumps({"signature_name": "answer",
-                           "instances": [{"story": serving_latency.STORY, "question": serving_latency.QUESTION}]})
-        rate, latency = native_load.wrk_rest(ports["rest"], body, 1, 1)
+        rate, latency = native_load.wrk_rest(ports["rest"], serving_latency.rest_body(), 1, 1)
         assert rate > 0 and latency["p99_ms"] >= latency["p50_ms"] > 0
     finally:
         serving_latency._stop(process)
