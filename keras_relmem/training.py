@@ -333,7 +333,7 @@ class RoundLog:
     Args:
         workdir: the run's folder.
         model_file: the model's file name in it (`.keras`).
-        fresh: forget a saved run in `workdir` (its curve and model) and start at round 0.
+        fresh: forget a saved run in `workdir` (its curve, model and kept best weights) and start at round 0.
 
     Example:
 
@@ -353,8 +353,8 @@ class RoundLog:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.model_path = self.workdir / model_file
         self.curve_path = self.workdir / "curve.json"
-        if fresh:
-            for path in (self.curve_path, self.model_path):
+        if fresh:  # the kept best too: a new run must not inherit an old run's best round
+            for path in (self.curve_path, self.model_path, self.workdir / BEST_WEIGHTS, self.workdir / "best.json"):
                 path.unlink(missing_ok=True)
         self.curve = saved_curve(self.workdir)
         for pending in self.workdir.glob(self._pending_name("*")):

@@ -256,6 +256,20 @@ def test_kept_best_is_the_curves_best_round_or_nothing(tmp_path):
     assert training.kept_best(tmp_path, curve, "v", "min") is None
 
 
+def test_a_fresh_round_log_forgets_the_old_runs_kept_best(tmp_path):
+    """A run started over in the same workdir must not report the old run's best round as its own: an old
+    best of loss 0.1 would otherwise match a new curve that reaches 0.1 by chance."""
+    model = _model()
+    old = training.RoundLog(tmp_path)
+    old.record(model, {"loss": 0.1}, seconds=1.0, keep_best=("loss", "min"))
+    assert training.kept_best(tmp_path, old.curve, "loss", "min")["round"] == 0
+    new = training.RoundLog(tmp_path, fresh=True)
+    assert new.curve == [] and sorted(p.name for p in tmp_path.iterdir()) == []
+    new.record(model, {"loss": 0.5}, seconds=1.0)  # not kept
+    new.record(model, {"loss": 0.1}, seconds=1.0)  # round 1 ties the old best: nothing was kept for it
+    assert training.kept_best(tmp_path, new.curve, "loss", "min") is None
+
+
 def test_best_entry_is_the_whole_round_with_the_lowest_or_highest_value():
     curve = [{"round": 0, "v": 5.0}, {"round": 1, "v": 3.0}, {"round": 2, "v": 6.0}]
     assert training.best_entry(curve, "v") == {"round": 1, "v": 3.0}
