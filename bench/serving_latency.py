@@ -94,6 +94,11 @@ def grpc_call(port):
     return lambda: client.answer("babi", STORY, QUESTION)
 
 
+# The server flag that sends every REST request to a worker thread (the REST path before lone clients were
+# answered on the event loop's thread), measured beside the default in one run.
+HAND_OFF = ["--rest_api_inline_max_bytes", "0"]
+
+
 def rest_body():
     """The REST `:predict` body of the benchmark's one question (the Python and the native clients send it)."""
     return json.dumps({"signature_name": "answer", "instances": [{"story": STORY, "question": QUESTION}]})
@@ -139,7 +144,9 @@ def sequential_summary(seq):
     p50 = {name: float(np.median(v)) for name, v in seq.items()}
     return {"sequential_p50_ms_runs": seq, "sequential_p50_ms": p50,
             "grpc_over_in_process": p50["grpc"] / p50["in_process"],
-            "rest_over_in_process": p50["rest_keep_alive"] / p50["in_process"]}
+            "rest_over_in_process": p50["rest_keep_alive"] / p50["in_process"],
+            **({"rest_handed_off_over_in_process": p50["rest_keep_alive_handed_off"] / p50["in_process"]}
+               if "rest_keep_alive_handed_off" in p50 else {})}
 
 
 def client_rows(table, others=()):
@@ -170,17 +177,22 @@ def run(args):
             story, question = tf.constant([STORY]), tf.constant([QUESTION])
             return lambda: answer(story=story, question=question)
 
-        # 1. Sequential batch-1, our server and in-process alternating in one stretch.
+        # 1. Sequential batch-1, our server and in-process alternating in one stretch; beside the server's
+        # REST, the same server handing every REST request to a worker thread (the path before 1.1).
         process, ports = start_server(_with_rest(server_flags(base, False, "tensorflow_default")))
+        handing_off, handing_off_ports = start_server(_with_rest(server_flags(base, False, "tensorflow_default"))
+                                                      + HAND_OFF)
         try:
-            seq = {"in_process": [], "grpc": [], "rest_keep_alive": []}
+            seq = {"in_process": [], "grpc": [], "rest_keep_alive": [], "rest_keep_alive_handed_off": []}
             calls = {"in_process": in_process(), "grpc": grpc_call(ports["grpc"]),
-                     "rest_keep_alive": rest_call(ports["rest"])}
+                     "rest_keep_alive": rest_call(ports["rest"]),
+                     "rest_keep_alive_handed_off": rest_call(handing_off_ports["rest"])}
             for _ in range(args.repeats):
                 for name, call in calls.items():
                     seq[name].append(sequential_p50(call))
         finally:
             _stop(process)
+            _stop(handing_off)
         result.update(sequential_summary(seq))
 
         # 2. Throughput with and without batching, per thread setting.
@@ -241,18 +253,23 @@ def native_figures(args, base, in_process):
     body = rest_body()
     figures = {"tools": "h2load (nghttp2) for gRPC, wrk for REST"}
     process, ports = start_server(_with_rest(server_flags(base, False, "tensorflow_default")))
+    handing_off, handing_off_ports = start_server(_with_rest(server_flags(base, False, "tensorflow_default"))
+                                                  + HAND_OFF)
     try:
         native_load.check_grpc_body(ports["grpc"], message)
-        seq = {"in_process": [], "grpc": [], "rest_keep_alive": []}
+        seq = {"in_process": [], "grpc": [], "rest_keep_alive": [], "rest_keep_alive_handed_off": []}
         floor = in_process()
         for _ in range(args.repeats):  # alternated in one stretch, as in part 1
             seq["in_process"].append(sequential_p50(floor))
             _, latencies = native_load.h2load_grpc(ports["grpc"], message, 1, requests=310)
             seq["grpc"].append(float(np.percentile(latencies[10:], 50) * 1e3))
-            _, rest = native_load.wrk_rest(ports["rest"], body, 1, max(1, round(args.seconds / 4)))
-            seq["rest_keep_alive"].append(rest["p50_ms"])
+            for name, rest_port in (("rest_keep_alive", ports["rest"]),
+                                    ("rest_keep_alive_handed_off", handing_off_ports["rest"])):
+                _, rest = native_load.wrk_rest(rest_port, body, 1, max(1, round(args.seconds / 4)))
+                seq[name].append(rest["p50_ms"])
     finally:
         _stop(process)
+        _stop(handing_off)
     figures.update(sequential_summary(seq))
     for threads in THREADS:
         table = {str(c): {} for c in args.clients}
@@ -278,12 +295,20 @@ def _stop(process):
     process.wait(timeout=60)
 
 
+def _handed_off(figures):
+    """The REST figure of the server handing every request to a worker, where the run measured it."""
+    if "rest_handed_off_over_in_process" not in figures:
+        return ""
+    return (f"; REST handed to a worker thread {figures['sequential_p50_ms']['rest_keep_alive_handed_off']:.2f} "
+            f"({figures['rest_handed_off_over_in_process']:.2f}x)")
+
+
 def markdown(result):
     """The figures as a Markdown list and table (the results page and the terminal show the same)."""
     p50 = result["sequential_p50_ms"]
     lines = [f"- sequential batch-1 `answer`, p50 ms: in-process {p50['in_process']:.2f}, gRPC {p50['grpc']:.2f} "
              f"({result['grpc_over_in_process']:.2f}x), REST keep-alive {p50['rest_keep_alive']:.2f} "
-             f"({result['rest_over_in_process']:.2f}x)"]
+             f"({result['rest_over_in_process']:.2f}x){_handed_off(result)}"]
     for threads in THREADS:
         lines += ["", f"Concurrent clients, TensorFlow threads: {threads.replace('_', ' ')}", "",
                   "| clients | in-process req/s | unbatched req/s | p99 ms | batched req/s | p99 ms "
@@ -310,7 +335,7 @@ def markdown(result):
         lines += ["", f"Native clients ({native['tools']}), the same server:", "",
                   f"- sequential batch-1 `answer`, p50 ms: in-process {p50['in_process']:.2f}, gRPC {p50['grpc']:.2f} "
                   f"({native['grpc_over_in_process']:.2f}x), REST keep-alive {p50['rest_keep_alive']:.2f} "
-                  f"({native['rest_over_in_process']:.2f}x)"]
+                  f"({native['rest_over_in_process']:.2f}x){_handed_off(native)}"]
         for threads in THREADS:
             lines += ["", f"TensorFlow threads: {threads.replace('_', ' ')}", "",
                       "| clients | unbatched req/s | p99 ms | batched req/s | p99 ms | batched / unbatched |",

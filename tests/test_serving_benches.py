@@ -123,3 +123,19 @@ def test_native_clients_get_answers_from_the_server(tmp_path):
         assert rate > 0 and latency["p99_ms"] >= latency["p50_ms"] > 0
     finally:
         serving_latency._stop(process)
+
+
+def test_the_handed_off_rest_server_is_measured_beside_the_default():
+    from keras_relmem.serving import server
+
+    args = server.build_parser().parse_args(["--port", "0", *serving_latency.HAND_OFF])
+    assert server.rest_options_from(args)["inline_max_bytes"] == 0  # every request to a worker
+    seq = {"in_process": [1.0, 1.2, 1.1], "grpc": [2.0, 2.2, 2.1], "rest_keep_alive": [1.3, 1.5, 1.4],
+           "rest_keep_alive_handed_off": [1.8, 2.0, 1.9]}
+    figures = serving_latency.sequential_summary(seq)
+    assert figures["rest_over_in_process"] == pytest.approx(1.4 / 1.1)
+    assert figures["rest_handed_off_over_in_process"] == pytest.approx(1.9 / 1.1)
+    assert "REST handed to a worker thread 1.90 (1.73x)" in serving_latency._handed_off(figures)
+    # results recorded before the comparison existed have no such figure, and say nothing of it
+    del seq["rest_keep_alive_handed_off"]
+    assert serving_latency._handed_off(serving_latency.sequential_summary(seq)) == ""

@@ -301,6 +301,11 @@ class RestServer:
         max_queued: requests allowed to wait for a worker (default 16 per thread).
         metrics: a `ServingMetrics` to count requests in, or None.
         metrics_path: the route serving `metrics` in Prometheus' format, or None.
+        inline_max_bytes: a request body up to this size is answered on the
+            event-loop thread, without the hand-off to a worker and back, when
+            it is the only request in flight on the only open connection (a
+            lone client, which waits for this answer anyway); 0 always hands
+            off. Such a request is not cut off at `timeout`.
 
     Example:
 
@@ -312,7 +317,8 @@ class RestServer:
     """
 
     def __init__(self, address, core, max_request_bytes=64 << 20, *, max_json_bytes=16 << 20, max_json_depth=64,
-                 timeout=30.0, num_threads=None, max_queued=None, metrics=None, metrics_path=None):
+                 timeout=30.0, num_threads=None, max_queued=None, metrics=None, metrics_path=None,
+                 inline_max_bytes=64 << 10):
         self.core = core
         self.max_body_bytes = min(max_request_bytes, max_json_bytes)
         self.max_json_depth = max_json_depth
@@ -328,7 +334,10 @@ class RestServer:
         self._thread = None
         self._runner = None
         self._slots = None
+        self._server = None
         self._waiting = 0
+        self._in_flight = 0
+        self.inline_max_bytes = inline_max_bytes
 
     # Life cycle -------------------------------------------------------------
 
@@ -363,7 +372,7 @@ class RestServer:
 
     async def _open(self, ready):
         self._slots = asyncio.Semaphore(self.num_threads)
-        server = web.Server(
+        self._server = server = web.Server(
             self._handle,
             keepalive_timeout=self.timeout,
             # Bad HTTP (not JSON) is answered 400 by aiohttp; keep its log quiet.
@@ -420,10 +429,10 @@ class RestServer:
                 if request.method == "POST":
                     raw = await self._read_body(request)
                     phase = "answering"
-                    payload = await self._run(self._post, match, raw, record)
+                    payload = await self._run(self._post, match, raw, record, size=len(raw))
                 elif request.method == "GET":
                     phase = "answering"
-                    payload = await self._run(self._get, match, record)
+                    payload = await self._run(self._get, match, record, size=0)
                 else:
                     raise ServingError(grpc.StatusCode.UNIMPLEMENTED,
                                        f"{request.method} is not supported: use GET or POST", http_status=405)
@@ -482,8 +491,14 @@ class RestServer:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def _run(self, function, *args):
-        """`function(*args)` on a worker thread; waits for a free worker, 503 when too many already wait."""
+    async def _run(self, function, *args, size):
+        """`function(*args)` on a worker thread (waiting for a free one, 503 when too many already wait), or
+        here on the event loop's thread for a small request (`size` bytes) of a lone client."""
+        small = self.inline_max_bytes > 0 and size <= self.inline_max_bytes
+        if small and self._in_flight == 0 and len(self._server.connections) <= 1:
+            # One connection and nothing running: no other request can wait behind this one, so it skips the
+            # hand-off to a worker and back (two thread wake-ups; see docs/serving.md for what that saves).
+            return function(*args)
         if self._waiting >= self.max_queued:
             raise ServingError(grpc.StatusCode.UNAVAILABLE,
                                f"server busy: {self._waiting} requests are waiting for a worker")
@@ -492,9 +507,14 @@ class RestServer:
             await self._slots.acquire()
         finally:
             self._waiting -= 1
+        self._in_flight += 1
         future = self._loop.run_in_executor(self._executor, function, *args)
-        # The slot frees when the work ends, not when a timed-out caller stops waiting.
-        future.add_done_callback(lambda _: self._slots.release())
+
+        def done(_):  # the slot frees when the work ends, not when a timed-out caller stops waiting
+            self._in_flight -= 1
+            self._slots.release()
+
+        future.add_done_callback(done)
         return await asyncio.shield(future)
 
     def _get(self, match, record):

@@ -73,6 +73,10 @@ def build_parser():
                         help="largest REST JSON body; larger ones get 413 unread (default 16 MiB)")
     parser.add_argument("--rest_api_max_json_depth", type=int, default=64,
                         help="deepest JSON nesting accepted over REST; deeper gets 400 unparsed (default 64)")
+    parser.add_argument("--rest_api_inline_max_bytes", type=int, default=64 << 10,
+                        help="REST bodies up to this size are answered on the connection's own thread when they "
+                             "are the only request and connection (no hand-off to a worker); 0 turns this off "
+                             "(default 65536)")
     parser.add_argument(
         "--monitoring_config_file",
         help="MonitoringConfig text proto; prometheus_config { enable: true path: \"...\" } serves "
@@ -151,11 +155,14 @@ def rest_options_from(args):
             raise ValueError(f"--{flag} must be >= 1; got {getattr(args, flag)}")
     if args.rest_api_num_threads is not None and args.rest_api_num_threads < 1:
         raise ValueError(f"--rest_api_num_threads must be >= 1; got {args.rest_api_num_threads}")
+    if args.rest_api_inline_max_bytes < 0:
+        raise ValueError(f"--rest_api_inline_max_bytes must be >= 0; got {args.rest_api_inline_max_bytes}")
     return {
         "timeout": args.rest_api_timeout_in_ms / 1000,
         "num_threads": args.rest_api_num_threads,
         "max_json_bytes": args.rest_api_max_json_bytes,
         "max_json_depth": args.rest_api_max_json_depth,
+        "inline_max_bytes": args.rest_api_inline_max_bytes,
     }
 
 
@@ -169,7 +176,7 @@ class ModelServer:
         host: address to bind.
         poll_seconds, batching, max_request_bytes, max_threads: as the flags.
         rest_options: keyword arguments for `RestServer` (`timeout`,
-            `num_threads`, `max_json_bytes`, `max_json_depth`).
+            `num_threads`, `max_json_bytes`, `max_json_depth`, `inline_max_bytes`).
         metrics_path: serve Prometheus metrics at this REST path (None: no
             metrics; as `--monitoring_config_file`). Needs a REST port.
 
