@@ -107,9 +107,11 @@ def run(args):
         data = lte.examples(args.steps_per_round * args.batch_size, *setting, seed=[args.seed, index], level=level)
         history = model.fit(data["program"], data["answer"], batch_size=args.batch_size, epochs=1,
                             shuffle=False, verbose=0)
-        lte_task.advance_if_mastered(model, level, args.task, args.advance_at, seed=[args.seed, index, 7])
+        at_level = lte_task.advance_if_mastered(model, level, args.task, args.advance_at, seed=[args.seed, index, 7])
         return {"train_accuracy": round(100 * history.history["character_accuracy"][-1], 2),
-                "level": list(level.level)}
+                "level": list(level.level),
+                # the probe of the level the round trained at, which moves the curriculum on at --advance-at
+                **({"level_accuracy": round(100 * at_level, 2)} if at_level is not None else {})}
 
     def evaluate(model):
         accuracy, solved = lte_task.accuracy_at(model, test)
@@ -124,7 +126,8 @@ def run(args):
             "best_accuracy": max(e["accuracy"] for e in curve),
             "minutes": curve[-1]["minutes"], "examples": len(curve) * examples_per_round,
             "curve": [{"examples": (i + 1) * examples_per_round,
-                       **{k: e[k] for k in ("minutes", "train_accuracy", "accuracy", "solved", "level") if k in e}}
+                       **{k: e[k] for k in ("minutes", "train_accuracy", "level_accuracy", "accuracy", "solved",
+                                            "level") if k in e}}
                       for i, e in enumerate(curve)],
         }
 
@@ -144,7 +147,8 @@ def run(args):
 
     curve, model = train_in_rounds(
         lambda: lte_task.build_model(args), train_round, evaluate, workdir, args.budget_minutes,
-        describe=lambda e: (f"{name} round {e['round']:3d}  {e['minutes']:6.1f} min  level {e['level']}  "
+        describe=lambda e: (f"{name} round {e['round']:3d}  {e['minutes']:6.1f} min  level {e['level']}"
+                            + (f" ({e['level_accuracy']:.0f}%)" if "level_accuracy" in e else "") + "  "
                             f"train {e['train_accuracy']:5.1f}%  test {e['accuracy']:5.1f}% chars, "
                             f"{e['solved']:5.1f}% solved"),
         on_round=on_round,

@@ -28,6 +28,9 @@ def test_tiny_runs_and_their_summary(tmp_path):
     seeds = [written["runs"][f"copy/lstm/seed{s}"]["accuracy"] for s in (0, 1)]
     assert lstm["seeds"] == {"0": seeds[0], "1": seeds[1]} and lstm["accuracy"] == pytest.approx(sum(seeds) / 2)
     assert set(written["comparisons"]["copy"]) == {"equal_examples", "equal_minutes"}
+    # the first round trained below the target (length 1 of 2): the probe that decides the curriculum is kept
+    first = written["runs"]["copy/lstm/seed0"]["curve"][0]
+    assert first["level"] == [1, 1] and 0 <= first["level_accuracy"] <= 100
     table = bench_lte.markdown(written).splitlines()
     assert table[2].startswith("| copy | RMC |") and table[2].endswith("| 100.0 |")  # the paper's RMC copy figure
     assert table[3].startswith("| copy | LSTM |") and table[4].startswith("| copy | LSTM_U12 |")
