@@ -106,9 +106,10 @@ def rest_body():
 
 def rest_call(port):
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    body = rest_body()
 
     def call():
-        connection.request("POST", "/v1/models/babi:predict", body=rest_body(), headers={"Content-Type": "application/json"})
+        connection.request("POST", "/v1/models/babi:predict", body=body, headers={"Content-Type": "application/json"})
         response = connection.getresponse()
         response.read()
         if response.status != 200:
