@@ -74,7 +74,7 @@ def build_parser():
     parser.add_argument("--rest_api_max_json_depth", type=int, default=64,
                         help="deepest JSON nesting accepted over REST; deeper gets 400 unparsed (default 64)")
     parser.add_argument("--rest_api_inline_max_bytes", type=int, default=64 << 10,
-                        help="REST bodies up to this size are answered on the connection's own thread when they "
+                        help="REST bodies up to this size are answered on the event loop's own thread when they "
                              "are the only request and connection (no hand-off to a worker); 0 turns this off "
                              "(default 65536)")
     parser.add_argument(
