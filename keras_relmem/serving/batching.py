@@ -95,20 +95,34 @@ class Batcher:
             thread.start()
 
     def submit(self, inputs):
+        """Run `inputs` in a batch (or alone, see `submit_future`) and return its outputs; blocks until then."""
+        future = self.submit_future(inputs)
+        return self._run(inputs) if future is None else future.result()
+
+    def submit_future(self, inputs):
+        """Queue `inputs` for a batch without waiting: a `concurrent.futures.Future` of its outputs.
+
+        Returns None for a request that must run alone (scalars, ragged rows, more rows than
+        `max_batch_size`, or a batcher already closed): the caller runs it itself. An asyncio
+        caller awaits the future with `asyncio.wrap_future`, so no thread waits for the batch.
+
+        Raises:
+            ServingError: RESOURCE_EXHAUSTED when `max_enqueued` requests already wait.
+        """
         rows = {v.shape[0] if v.ndim else -1 for v in inputs.values()}
         if len(rows) != 1 or -1 in rows or next(iter(rows)) > self.max_batch_size:
-            return self._run(inputs)  # scalars, ragged batches or big requests run alone
+            return None
         pending = _Pending(inputs, rows.pop())
         with self._closing:
             if self._closed:  # the servable was replaced while this request came in
-                return self._run(inputs)
+                return None
             try:
                 self._queue.put_nowait(pending)
             except queue.Full:
                 raise ServingError(
                     grpc.StatusCode.RESOURCE_EXHAUSTED, "batching queue is full; retry later"
                 ) from None
-        return pending.future.result()
+        return pending.future
 
     def close(self):
         """Finish what is queued, then stop the thread (the servable is no longer served)."""

@@ -54,6 +54,21 @@ class ServingCore:
             outputs = servable.call(key, checked, output_filter)
         return servable, key, outputs
 
+    def batch_future(self, servable, signature_name, inputs, exact_dtypes=True):
+        """Check a request and queue it for a batch without waiting for it.
+
+        Returns `(signature key, future of the outputs)`, or `(key, None)` when batching is off or the
+        request runs alone; then the caller calls `predict_on`. For callers on an event loop, which must not
+        block while the batch forms.
+        """
+        key, _ = servable.signature(signature_name)
+        if not self.batching:
+            return key, None
+        batcher = self._batcher(servable, key)
+        if batcher is None:
+            return key, None
+        return key, batcher.submit_future(servable.check_inputs(key, inputs, exact_dtypes))
+
     def _batcher(self, servable, key):
         """The servable's batcher, or None for a version already unloaded (it runs unbatched)."""
         with self._lock:

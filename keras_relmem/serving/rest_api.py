@@ -35,6 +35,9 @@ from keras_relmem.serving.metrics import RequestRecord
 
 log = logging.getLogger("keras_relmem.serving")
 
+# A batched answer with more values than this is encoded as JSON on a worker thread, not on the event loop.
+_INLINE_OUTPUT_VALUES = 1 << 14
+
 _ROUTE = re.compile(
     r"^/v1/models/(?P<name>[^/:]+)"
     r"(?:/versions/(?P<version>\d+)|/labels/(?P<label>[^/:]+))?"
@@ -429,7 +432,7 @@ class RestServer:
                 if request.method == "POST":
                     raw = await self._read_body(request)
                     phase = "answering"
-                    payload = await self._run(self._post, match, raw, record, size=len(raw))
+                    payload = await self._answer_post(match, raw, record)
                 elif request.method == "GET":
                     phase = "answering"
                     payload = await self._run(self._get, match, record, size=0)
@@ -499,6 +502,10 @@ class RestServer:
             # One connection and nothing running: no other request can wait behind this one, so it skips the
             # hand-off to a worker and back (two thread wake-ups; see docs/serving.md for what that saves).
             return function(*args)
+        return await self._hand_off(function, *args)
+
+    async def _hand_off(self, function, *args):
+        """`function(*args)` on a worker thread, waiting for a free one (503 when too many already wait)."""
         if self._waiting >= self.max_queued:
             raise ServingError(grpc.StatusCode.UNAVAILABLE,
                                f"server busy: {self._waiting} requests are waiting for a worker")
@@ -535,7 +542,31 @@ class RestServer:
             version = core.manager.get(name, None, label).version
         return status_json(core.manager.status(name, version))
 
-    def _post(self, match, raw, record):
+    async def _answer_post(self, match, raw, record):
+        """A POST's answer. With batching on, a small `:predict` joins its batch from the event loop (parsed and
+        checked here, then awaited while the batch forms on the batcher's thread), so concurrent clients do not
+        each hold a worker thread that waits for the batch; anything else runs as `_run` decides."""
+        batchable = (self.core is not None and self.core.batching and match["verb"] == "predict"
+                     and 0 < self.inline_max_bytes and len(raw) <= self.inline_max_bytes)
+        if not batchable:
+            return await self._run(self._post, match, raw, record, size=len(raw))
+        servable, key, inputs, row_format = self._predict_inputs(match, self._parse_body(match, raw), record)
+        key, future = self.core.batch_future(servable, key, inputs, exact_dtypes=False)
+        if future is None:  # a request that runs alone (larger than a batch): on a worker like any other
+
+            def alone():
+                return predict_response(self.core.predict_on(servable, key, inputs, exact_dtypes=False)[2],
+                                        row_format)
+
+            return await self._hand_off(alone)
+        # Shielded: a request that times out leaves its rows to the batch rather than cancelling them.
+        outputs = await asyncio.shield(asyncio.wrap_future(future))
+        if sum(np.size(value) for value in outputs.values()) > _INLINE_OUTPUT_VALUES:
+            return await self._hand_off(predict_response, outputs, row_format)  # big JSON: not on the loop
+        return predict_response(outputs, row_format)
+
+    def _parse_body(self, match, raw):
+        """The POST body as JSON, refused (400) when nested deeper than `max_json_depth` or malformed."""
         if not match["verb"]:
             raise invalid(f"POST {match.string}: add :predict, :classify or :regress")
         # A text cannot nest deeper than it has opening brackets: the exact scan only when that bound is over.
@@ -543,18 +574,24 @@ class RestServer:
         if depth > self.max_json_depth:
             raise invalid(f"JSON Parse error: nested too deeply ({depth} levels; at most {self.max_json_depth})")
         try:
-            body = json.loads(raw)
+            return json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise invalid(f"JSON Parse error: {error}") from error
         except RecursionError:
             raise invalid("JSON Parse error: nested too deeply") from None
-        core = self.core
-        if match["verb"] in ("classify", "regress"):
-            return examples_call(core, match, body, record)
+
+    def _predict_inputs(self, match, body, record):
+        """`(servable, signature key, inputs, row_format)` of a parsed `:predict` body."""
         signature_name, payload, row_format = parse_predict(body)
-        servable = core.manager.get(match["name"], match["version"], match["label"])
+        servable = self.core.manager.get(match["name"], match["version"], match["label"])
         key, _ = servable.signature(signature_name)
         record.served_by(servable, key)
-        inputs = columns(payload, row_format, list(servable.input_specs[key]))
-        _, _, outputs = core.predict_on(servable, key, inputs, exact_dtypes=False)
+        return servable, key, columns(payload, row_format, list(servable.input_specs[key])), row_format
+
+    def _post(self, match, raw, record):
+        body = self._parse_body(match, raw)
+        if match["verb"] in ("classify", "regress"):
+            return examples_call(self.core, match, body, record)
+        servable, key, inputs, row_format = self._predict_inputs(match, body, record)
+        _, _, outputs = self.core.predict_on(servable, key, inputs, exact_dtypes=False)
         return predict_response(outputs, row_format)

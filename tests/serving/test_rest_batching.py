@@ -1,0 +1,117 @@
+"""With batching on, REST clients join their batch from the event loop: no worker thread waits for a batch."""
+
+import concurrent.futures
+import http.client
+import json
+import threading
+
+import grpc
+import numpy as np
+import pytest
+
+from keras_relmem.serving.batching import Batcher
+from keras_relmem.serving.core import ServingCore
+from keras_relmem.serving.errors import ServingError
+from keras_relmem.serving.manager import ModelManager
+from keras_relmem.serving.rest_api import RestServer
+from tests.serving.conftest import configs_for
+
+
+class RecordingServable:
+    """A loaded version answering `y = x + version`, recording each call's rows; negative inputs are refused."""
+
+    def __init__(self, name, version, path):
+        self.name, self.version = name, version
+        self.input_specs = {"serving_default": {"x": None}}
+        self.rows, self.lock = [], threading.Lock()
+
+    def signature(self, signature_name):
+        return signature_name or "serving_default", None
+
+    def check_outputs(self, key, output_filter):
+        pass
+
+    def check_inputs(self, key, inputs, exact_dtypes=True):
+        return {alias: np.asarray(value, "float32") for alias, value in inputs.items()}
+
+    def call(self, key, checked, output_filter=()):
+        with self.lock:
+            self.rows.append(len(checked["x"]))
+        if (checked["x"] < 0).any():
+            raise ServingError(grpc.StatusCode.INVALID_ARGUMENT, "negative input")
+        return {"y": checked["x"] + self.version}
+
+
+@pytest.fixture
+def batched_rest(tmp_path):
+    """`(RestServer, servable, handed_off)`: a REST server batching up to 4 rows for 200 ms over one version,
+    and the list of functions it handed to its worker threads."""
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    manager = ModelManager(configs_for(tmp_path, ["m"]), poll_seconds=-1, servable_factory=RecordingServable)
+    manager.poll()
+    core = ServingCore(manager, batching={"max_batch_size": 4, "batch_timeout_micros": 200_000})
+    server = RestServer(("127.0.0.1", 0), core)
+    handed_off = []
+    submit = server._executor.submit
+
+    def counting_submit(function, *args):
+        handed_off.append(function)
+        return submit(function, *args)
+
+    server._executor.submit = counting_submit
+    server.start()
+    yield server, manager.get("m", None, None), handed_off
+    server.stop()
+    core.close()
+
+
+def _post(address, instances):
+    connection = http.client.HTTPConnection(*address, timeout=10)
+    try:
+        connection.request("POST", "/v1/models/m:predict", json.dumps({"instances": instances}),
+                           {"Content-Type": "application/json"})
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def test_concurrent_clients_share_a_batch_without_worker_threads(batched_rest):
+    server, servable, handed_off = batched_rest
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda i: _post(server.server_address, [{"x": [i, 2 * i]}]), range(4)))
+    for i, (status, body) in enumerate(answers):
+        assert status == 200
+        assert body == {"predictions": [[i + 1.0, 2 * i + 1.0]]}  # y = x + version 1, each client its own row
+    assert sum(servable.rows) == 4 and len(servable.rows) < 4  # merged into fewer calls than requests
+    assert handed_off == []
+
+
+def test_a_request_larger_than_a_batch_runs_alone_on_a_worker(batched_rest):
+    server, servable, handed_off = batched_rest
+    status, body = _post(server.server_address, [{"x": [i]} for i in range(6)])  # 6 rows > max_batch_size 4
+    assert status == 200
+    assert body == {"predictions": [[i + 1.0] for i in range(6)]}
+    assert servable.rows == [6] and len(handed_off) == 1
+
+
+def test_a_bad_request_in_a_batch_fails_alone_with_its_own_status(batched_rest):
+    server, servable, _ = batched_rest
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        answers = list(pool.map(lambda x: _post(server.server_address, [{"x": [x]}]), [1, -1, 3]))
+    assert answers[0] == (200, {"predictions": [[2.0]]})
+    assert answers[1][0] == 400 and "negative input" in answers[1][1]["error"]
+    assert answers[2] == (200, {"predictions": [[4.0]]})
+    # The server goes on answering.
+    assert _post(server.server_address, [{"x": [5]}]) == (200, {"predictions": [[6.0]]})
+
+
+def test_submit_future_leaves_requests_that_cannot_join_a_batch_to_the_caller():
+    batcher = Batcher(lambda inputs: {"y": inputs["x"] * 2}, max_batch_size=2, timeout=0.0)
+    future = batcher.submit_future({"x": np.ones((2, 3))})
+    np.testing.assert_array_equal(future.result(timeout=5)["y"], 2 * np.ones((2, 3)))
+    assert batcher.submit_future({"x": np.ones((3, 3))}) is None  # more rows than a batch
+    assert batcher.submit_future({"x": np.ones((1, 3)), "z": np.ones((2, 3))}) is None  # ragged rows
+    assert batcher.submit_future({"x": np.float32(1)}) is None  # a scalar
+    batcher.close()
+    assert batcher.submit_future({"x": np.ones((1, 3))}) is None  # closed: the caller runs it
