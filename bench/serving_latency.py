@@ -237,10 +237,14 @@ def run(args):
                     }
                 finally:
                     _stop(process)
-                process, ports = start_server(server_flags(base, True, "tensorflow_default"), script=script)
+                process, ports = start_server(_with_rest(server_flags(base, True, "tensorflow_default")),
+                                              script=script)
                 try:
                     latencies, rate = measure(lambda p=ports["grpc"]: grpc_call(p), 32, args.seconds)
                     result["baseline"][label]["batched_32"] = stats(latencies, rate)
+                    if args.native and native_load.available():
+                        result["baseline"][label]["rest_batched_32_wrk"] = wrk_stats(ports["rest"], rest_body(), 32,
+                                                                                     args.seconds)
                 finally:
                     _stop(process)
     return result
@@ -274,17 +278,27 @@ def native_figures(args, base, in_process):
     figures.update(sequential_summary(seq))
     for threads in THREADS:
         table = {str(c): {} for c in args.clients}
+        rest_table = {str(c): {} for c in args.clients}
         for label, batching in (("unbatched", False), ("batched", True)):
-            process, ports = start_server(server_flags(base, batching, threads))
+            process, ports = start_server(_with_rest(server_flags(base, batching, threads)))
             try:
                 for clients in args.clients:
                     rate, latencies = native_load.h2load_grpc(ports["grpc"], message, clients, seconds=args.seconds)
                     table[str(clients)][label] = stats(latencies, rate)
+                    rest_table[str(clients)][label] = wrk_stats(ports["rest"], body, clients, args.seconds)
             finally:
                 _stop(process)
         figures[f"clients_{threads}"] = client_rows(table)
+        figures[f"rest_clients_{threads}"] = client_rows(rest_table)
     figures["clients"] = figures["clients_one_thread_each"]
+    figures["rest_clients"] = figures["rest_clients_one_thread_each"]
     return figures
+
+
+def wrk_stats(port, body, clients, seconds):
+    """`stats`' figures (without a request count) for `clients` wrk connections POSTing `body` for `seconds`."""
+    rate, percentiles = native_load.wrk_rest(port, body, clients, max(1, round(seconds)))
+    return {"rps": rate, **percentiles}
 
 
 def _with_rest(flags):
@@ -338,19 +352,25 @@ def markdown(result):
                   f"({native['grpc_over_in_process']:.2f}x), REST keep-alive {p50['rest_keep_alive']:.2f} "
                   f"({native['rest_over_in_process']:.2f}x){_handed_off(native)}"]
         for threads in THREADS:
-            lines += ["", f"TensorFlow threads: {threads.replace('_', ' ')}", "",
-                      "| clients | unbatched req/s | p99 ms | batched req/s | p99 ms | batched / unbatched |",
-                      "|---|---|---|---|---|---|"]
-            for clients, row in native[f"clients_{threads}"].items():
-                lines.append(f"| {clients} | {row['unbatched_rps']:.0f} | {row['unbatched_p99_ms']:.1f} | "
-                             f"{row['batched_rps']:.0f} | {row['batched_p99_ms']:.1f} | "
-                             f"{row['batched_over_unbatched']:.2f}x |")
+            for api, key in (("gRPC", "clients"), ("REST", "rest_clients")):
+                if f"{key}_{threads}" not in native:  # runs from before REST was measured here
+                    continue
+                lines += ["", f"{api}, TensorFlow threads: {threads.replace('_', ' ')}", "",
+                          "| clients | unbatched req/s | p99 ms | batched req/s | p99 ms | batched / unbatched |",
+                          "|---|---|---|---|---|---|"]
+                for clients, row in native[f"{key}_{threads}"].items():
+                    lines.append(f"| {clients} | {row['unbatched_rps']:.0f} | {row['unbatched_p99_ms']:.1f} | "
+                                 f"{row['batched_rps']:.0f} | {row['batched_p99_ms']:.1f} | "
+                                 f"{row['batched_over_unbatched']:.2f}x |")
     if "baseline" in result:
         old, new = result["baseline"]["baseline"], result["baseline"]["this"]
         lines += [f"- old vs new server in this run: gRPC p50 {old['grpc_p50_ms']:.2f} -> {new['grpc_p50_ms']:.2f} ms, "
                   f"REST keep-alive {old['rest_keep_alive_p50_ms']:.2f} -> {new['rest_keep_alive_p50_ms']:.2f} ms, "
                   f"32 batched clients (default threads) {old['batched_32']['rps']:.0f} -> "
                   f"{new['batched_32']['rps']:.0f} req/s"]
+        if "rest_batched_32_wrk" in new:
+            lines += [f"- old vs new server in this run, 32 batched wrk REST clients (default threads): "
+                      f"{old['rest_batched_32_wrk']['rps']:.0f} -> {new['rest_batched_32_wrk']['rps']:.0f} req/s"]
     return "\n".join(lines)
 
 
