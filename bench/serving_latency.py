@@ -28,6 +28,7 @@ on a single serving host.
 """
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -180,10 +181,7 @@ def run(args):
 
         # 1. Sequential batch-1, our server and in-process alternating in one stretch; beside the server's
         # REST, the same server handing every REST request to a worker thread (the path before 1.1).
-        process, ports = start_server(_with_rest(server_flags(base, False, "tensorflow_default")))
-        handing_off, handing_off_ports = start_server(_with_rest(server_flags(base, False, "tensorflow_default"))
-                                                      + HAND_OFF)
-        try:
+        with sequential_servers(base) as (ports, handing_off_ports):
             seq = {"in_process": [], "grpc": [], "rest_keep_alive": [], "rest_keep_alive_handed_off": []}
             calls = {"in_process": in_process(), "grpc": grpc_call(ports["grpc"]),
                      "rest_keep_alive": rest_call(ports["rest"]),
@@ -191,9 +189,6 @@ def run(args):
             for _ in range(args.repeats):
                 for name, call in calls.items():
                     seq[name].append(sequential_p50(call))
-        finally:
-            _stop(process)
-            _stop(handing_off)
         result.update(sequential_summary(seq))
 
         # 2. Throughput with and without batching, per thread setting.
@@ -204,13 +199,10 @@ def run(args):
                 table[str(clients)]["in_process"] = stats(latencies, rate)
             for label, num_batch_threads in [("unbatched", None)] + batched_runs(args):
                 flags = server_flags(base, num_batch_threads is not None, threads, num_batch_threads or 1)
-                process, ports = start_server(flags)
-                try:
+                with running_server(flags) as ports:
                     for clients in args.clients:
                         latencies, rate = measure(lambda p=ports["grpc"]: grpc_call(p), clients, args.seconds)
                         table[str(clients)][label] = stats(latencies, rate)
-                finally:
-                    _stop(process)
             result[f"clients_{threads}"] = client_rows(table, [label for label, _ in batched_runs(args)[1:]])
         # The headline: the setting a batching server is run with (see docs/serving.md).
         result["clients"] = result["clients_one_thread_each"]
@@ -226,27 +218,20 @@ def run(args):
         if args.baseline_script:
             result["baseline"] = {"script": args.baseline_script}
             for label, script in (("baseline", args.baseline_script), ("this", None)):
-                process, ports = start_server(_with_rest(server_flags(base, False, "tensorflow_default")),
-                                              script=script)
-                try:
+                with running_server(
+                        _with_rest(server_flags(base, False, "tensorflow_default")), script=script) as ports:
                     call = grpc_call(ports["grpc"])
                     rest = rest_call(ports["rest"])
                     result["baseline"][label] = {
                         "grpc_p50_ms": float(np.median([sequential_p50(call) for _ in range(args.repeats)])),
                         "rest_keep_alive_p50_ms": float(np.median([sequential_p50(rest) for _ in range(args.repeats)])),
                     }
-                finally:
-                    _stop(process)
-                process, ports = start_server(_with_rest(server_flags(base, True, "tensorflow_default")),
-                                              script=script)
-                try:
+                with running_server(_with_rest(server_flags(base, True, "tensorflow_default")), script=script) as ports:
                     latencies, rate = measure(lambda p=ports["grpc"]: grpc_call(p), 32, args.seconds)
                     result["baseline"][label]["batched_32"] = stats(latencies, rate)
                     if args.native and native_load.available():
                         result["baseline"][label]["rest_batched_32_wrk"] = wrk_stats(ports["rest"], rest_body(), 32,
                                                                                      args.seconds)
-                finally:
-                    _stop(process)
     return result
 
 
@@ -257,10 +242,7 @@ def native_figures(args, base, in_process):
         "answer", ("top_answers", "top_probabilities"))
     body = rest_body()
     figures = {"tools": "h2load (nghttp2) for gRPC, wrk for REST"}
-    process, ports = start_server(_with_rest(server_flags(base, False, "tensorflow_default")))
-    handing_off, handing_off_ports = start_server(_with_rest(server_flags(base, False, "tensorflow_default"))
-                                                  + HAND_OFF)
-    try:
+    with sequential_servers(base) as (ports, handing_off_ports):
         native_load.check_grpc_body(ports["grpc"], message)
         seq = {"in_process": [], "grpc": [], "rest_keep_alive": [], "rest_keep_alive_handed_off": []}
         floor = in_process()
@@ -272,22 +254,16 @@ def native_figures(args, base, in_process):
                                     ("rest_keep_alive_handed_off", handing_off_ports["rest"])):
                 _, rest = native_load.wrk_rest(rest_port, body, 1, max(1, round(args.seconds / 4)))
                 seq[name].append(rest["p50_ms"])
-    finally:
-        _stop(process)
-        _stop(handing_off)
     figures.update(sequential_summary(seq))
     for threads in THREADS:
         table = {str(c): {} for c in args.clients}
         rest_table = {str(c): {} for c in args.clients}
         for label, batching in (("unbatched", False), ("batched", True)):
-            process, ports = start_server(_with_rest(server_flags(base, batching, threads)))
-            try:
+            with running_server(_with_rest(server_flags(base, batching, threads))) as ports:
                 for clients in args.clients:
                     rate, latencies = native_load.h2load_grpc(ports["grpc"], message, clients, seconds=args.seconds)
                     table[str(clients)][label] = stats(latencies, rate)
                     rest_table[str(clients)][label] = wrk_stats(ports["rest"], body, clients, args.seconds)
-            finally:
-                _stop(process)
         figures[f"clients_{threads}"] = client_rows(table)
         figures[f"rest_clients_{threads}"] = client_rows(rest_table)
     figures["clients"] = figures["clients_one_thread_each"]
@@ -299,6 +275,25 @@ def wrk_stats(port, body, clients, seconds):
     """`stats`' figures (without a request count) for `clients` wrk connections POSTing `body` for `seconds`."""
     rate, percentiles = native_load.wrk_rest(port, body, clients, max(1, round(seconds)))
     return {"rps": rate, **percentiles}
+
+
+@contextlib.contextmanager
+def sequential_servers(base):
+    """Part 1's two unbatched servers with REST, the default one and one handing every REST request to a worker
+    (`HAND_OFF`), running while the block runs; yields the ports of each."""
+    with running_server(_with_rest(server_flags(base, False, "tensorflow_default"))) as ports:
+        with running_server(_with_rest(server_flags(base, False, "tensorflow_default")) + HAND_OFF) as handing_off:
+            yield ports, handing_off
+
+
+@contextlib.contextmanager
+def running_server(flags, script=None):
+    """`start_server(flags, script=script)`'s ports while the block runs; the server stops after it."""
+    process, ports = start_server(flags, script=script)
+    try:
+        yield ports
+    finally:
+        _stop(process)
 
 
 def _with_rest(flags):
