@@ -237,9 +237,8 @@ def main(argv=None):
                                   "p99": soak.percentile([s for _, s in v], 99) * 1e3, "count": len(v)}
                            for path, v in recorder.latencies.items()},
             "steady_p99_ms": soak.percentile(steady, 99) * 1e3,
-            "swaps": [{**e, "slowest_ms": max([s for t, s in every if windows[e["event"]][0] <= t
-                                               <= windows[e["event"]][1]], default=0) * 1e3}
-                      if e["event"] in windows else e for e in events],
+            "swaps": [{**e, **slowest_in(every, *windows[e["event"]])} if e["event"] in windows else e
+                      for e in events],
             "slow_sockets": {"opened": len(slow), "closed_by_server": closed,
                              "server_threads_with_them_open": threads_with_slow},
             "samples": samples,
@@ -261,6 +260,16 @@ def main(argv=None):
     report(result)
     shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def slowest_in(latencies, start, end):
+    """The slowest of `(t, seconds)` latencies with `start <= t <= end`: `slowest_ms`, and `slowest_at_s`, when it
+    was sent after `start` (so a swap's worst request is placed in its loading, warm-up or first traffic)."""
+    inside = [(s, t) for t, s in latencies if start <= t <= end]
+    if not inside:
+        return {"slowest_ms": 0.0}
+    seconds, sent = max(inside)
+    return {"slowest_ms": seconds * 1e3, "slowest_at_s": sent - start}
 
 
 def markdown(result):

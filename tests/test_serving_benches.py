@@ -139,3 +139,11 @@ def test_the_handed_off_rest_server_is_measured_beside_the_default():
     # results recorded before the comparison existed have no such figure, and say nothing of it
     del seq["rest_keep_alive_handed_off"]
     assert serving_latency._handed_off(serving_latency.sequential_summary(seq)) == ""
+
+
+def test_the_soak_places_a_swap_windows_slowest_request_in_time():
+    from bench.serving_soak import slowest_in
+
+    latencies = [(0.5, 0.010), (2.0, 0.080), (2.5, 0.020), (9.0, 0.500)]  # (sent at s, took s)
+    assert slowest_in(latencies, 1.0, 5.0) == {"slowest_ms": 80.0, "slowest_at_s": 1.0}  # 9.0 is outside
+    assert slowest_in(latencies, 6.0, 8.0) == {"slowest_ms": 0.0}
