@@ -308,7 +308,9 @@ class RestServer:
             event-loop thread, without the hand-off to a worker and back, when
             it is the only request in flight on the only open connection (a
             lone client, which waits for this answer anyway); 0 always hands
-            off. Such a request is not cut off at `timeout`.
+            off. Such a request is not cut off at `timeout`. With batching on,
+            a `:predict` body up to this size also joins its batch from the
+            event loop instead of holding a worker thread while it waits.
 
     Example:
 
