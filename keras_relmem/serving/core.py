@@ -44,30 +44,25 @@ class ServingCore:
         """
         key, _ = servable.signature(signature_name)
         servable.check_outputs(key, output_filter)
-        checked = servable.check_inputs(key, inputs, exact_dtypes)
-        batcher = self._batcher(servable, key) if self.batching else None
-        if batcher is not None:
-            outputs = batcher.submit(checked)
-            if output_filter:
-                outputs = {alias: outputs[alias] for alias in output_filter}
-        else:
-            outputs = servable.call(key, checked, output_filter)
+        _, checked, future = self.batch_future(servable, key, inputs, exact_dtypes)
+        if future is None:
+            return servable, key, servable.call(key, checked, output_filter)
+        outputs = future.result()
+        if output_filter:
+            outputs = {alias: outputs[alias] for alias in output_filter}
         return servable, key, outputs
 
     def batch_future(self, servable, signature_name, inputs, exact_dtypes=True):
         """Check a request and queue it for a batch without waiting for it.
 
-        Returns `(signature key, future of the outputs)`, or `(key, None)` when batching is off or the
-        request runs alone; then the caller calls `predict_on`. For callers on an event loop, which must not
-        block while the batch forms.
+        Returns `(signature key, checked inputs, future of the outputs)`; the future is None when batching
+        is off or the request runs alone, and then the caller runs it (`servable.call(key, checked)`). For
+        callers on an event loop, which must not block while the batch forms.
         """
         key, _ = servable.signature(signature_name)
-        if not self.batching:
-            return key, None
-        batcher = self._batcher(servable, key)
-        if batcher is None:
-            return key, None
-        return key, batcher.submit_future(servable.check_inputs(key, inputs, exact_dtypes))
+        checked = servable.check_inputs(key, inputs, exact_dtypes)
+        batcher = self._batcher(servable, key) if self.batching else None
+        return key, checked, (batcher.submit_future(checked) if batcher is not None else None)
 
     def _batcher(self, servable, key):
         """The servable's batcher, or None for a version already unloaded (it runs unbatched)."""

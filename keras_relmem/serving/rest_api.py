@@ -553,12 +553,11 @@ class RestServer:
         if not batchable:
             return await self._run(self._post, match, raw, record, size=len(raw))
         servable, key, inputs, row_format = self._predict_inputs(match, self._parse_body(match, raw), record)
-        key, future = self.core.batch_future(servable, key, inputs, exact_dtypes=False)
+        key, checked, future = self.core.batch_future(servable, key, inputs, exact_dtypes=False)
         if future is None:  # a request that runs alone (larger than a batch): on a worker like any other
 
             def alone():
-                return predict_response(self.core.predict_on(servable, key, inputs, exact_dtypes=False)[2],
-                                        row_format)
+                return predict_response(servable.call(key, checked), row_format)
 
             return await self._hand_off(alone)
         # Shielded: a request that times out leaves its rows to the batch rather than cancelling them.
