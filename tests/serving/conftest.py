@@ -2,7 +2,9 @@
 
 import os
 import pathlib
+import threading
 
+import grpc
 import numpy as np
 import pytest
 
@@ -10,11 +12,38 @@ from keras_relmem import export
 from keras_relmem.data import babi
 from keras_relmem.data.vocab import Vocabulary
 from keras_relmem.models import babi_qa, language_model
+from keras_relmem.serving.errors import ServingError
 
 needs_data = pytest.mark.skipif(
     not os.environ.get("KERAS_RELMEM_DATA"), reason="needs KERAS_RELMEM_DATA (../shared/data)"
 )
 LM_WORDS = "<eos> the company said it will sell shares of its stock to a new investor group".split()
+
+
+class FakeServable:
+    """Stands in for a loaded version with one input `x`: `y = x + version`, recording each call's rows;
+    negative inputs are refused with INVALID_ARGUMENT. A `ModelManager(servable_factory=...)`."""
+
+    def __init__(self, name, version, path):
+        self.name, self.version = name, version
+        self.input_specs = {"serving_default": {"x": None}}
+        self.rows, self.lock = [], threading.Lock()
+
+    def signature(self, signature_name):
+        return signature_name or "serving_default", None
+
+    def check_outputs(self, key, output_filter):
+        pass
+
+    def check_inputs(self, key, inputs, exact_dtypes=True):
+        return {alias: np.asarray(value, "float32") for alias, value in inputs.items()}
+
+    def call(self, key, checked, output_filter=()):
+        with self.lock:
+            self.rows.append(len(checked["x"]))
+        if (checked["x"] < 0).any():
+            raise ServingError(grpc.StatusCode.INVALID_ARGUMENT, "negative input")
+        return {"y": checked["x"] + self.version}
 
 
 class Exports:

@@ -11,7 +11,7 @@ from keras_relmem.serving.batching import Batcher, parse_batching_parameters
 from keras_relmem.serving.client import ServingClient
 from keras_relmem.serving.errors import ServingError
 from keras_relmem.serving.server import ModelServer
-from tests.serving.conftest import configs_for
+from tests.serving.conftest import FakeServable, configs_for
 
 
 class CountingModel:
@@ -153,26 +153,6 @@ def test_batched_server_answers_like_the_unbatched_one(exports, server):
         plain.close()
         merged.close()
         batched.stop()
-
-
-class FakeServable:
-    """Stands in for a loaded version: `y = x + version`, counting its calls."""
-
-    def __init__(self, name, version, path):
-        self.name, self.version, self.calls = name, version, 0
-
-    def signature(self, signature_name):
-        return signature_name or "serving_default", None
-
-    def check_outputs(self, key, output_filter):
-        pass
-
-    def check_inputs(self, key, inputs, exact_dtypes=True):
-        return inputs
-
-    def call(self, key, checked, output_filter=()):
-        self.calls += 1
-        return {"y": checked["x"] + self.version}
 
 
 def test_unloading_a_version_stops_its_batcher_and_late_requests_run_unbatched(tmp_path):

@@ -3,43 +3,15 @@
 import concurrent.futures
 import http.client
 import json
-import threading
 
-import grpc
 import numpy as np
 import pytest
 
 from keras_relmem.serving.batching import Batcher
 from keras_relmem.serving.core import ServingCore
-from keras_relmem.serving.errors import ServingError
 from keras_relmem.serving.manager import ModelManager
 from keras_relmem.serving.rest_api import RestServer
-from tests.serving.conftest import configs_for
-
-
-class RecordingServable:
-    """A loaded version answering `y = x + version`, recording each call's rows; negative inputs are refused."""
-
-    def __init__(self, name, version, path):
-        self.name, self.version = name, version
-        self.input_specs = {"serving_default": {"x": None}}
-        self.rows, self.lock = [], threading.Lock()
-
-    def signature(self, signature_name):
-        return signature_name or "serving_default", None
-
-    def check_outputs(self, key, output_filter):
-        pass
-
-    def check_inputs(self, key, inputs, exact_dtypes=True):
-        return {alias: np.asarray(value, "float32") for alias, value in inputs.items()}
-
-    def call(self, key, checked, output_filter=()):
-        with self.lock:
-            self.rows.append(len(checked["x"]))
-        if (checked["x"] < 0).any():
-            raise ServingError(grpc.StatusCode.INVALID_ARGUMENT, "negative input")
-        return {"y": checked["x"] + self.version}
+from tests.serving.conftest import FakeServable, configs_for
 
 
 @pytest.fixture
@@ -47,7 +19,7 @@ def batched_rest(tmp_path):
     """`(RestServer, servable, handed_off)`: a REST server batching up to 4 rows for 200 ms over one version,
     and the list of functions it handed to its worker threads."""
     (tmp_path / "m" / "1").mkdir(parents=True)
-    manager = ModelManager(configs_for(tmp_path, ["m"]), poll_seconds=-1, servable_factory=RecordingServable)
+    manager = ModelManager(configs_for(tmp_path, ["m"]), poll_seconds=-1, servable_factory=FakeServable)
     manager.poll()
     core = ServingCore(manager, batching={"max_batch_size": 4, "batch_timeout_micros": 200_000})
     server = RestServer(("127.0.0.1", 0), core)
