@@ -15,7 +15,8 @@ same model on the same kind of data.
 `bench/results/lte.json` holds every run under `runs` and, computed from
 them, `tasks`: `{task: {model: {"accuracy": median over seeds, "solved",
 "examples", "minutes", "seeds": {seed: accuracy}}}}` and `comparisons`:
-each task's RMC and LSTM at equal training examples and at equal minutes.
+each task's RMC and LSTM at equal training examples and at equal minutes, and
+under `settings` the rows `rmc_<setting>` and `lstm_<setting>` compared alike.
 
 Usage (one core per run, two side by side):
     python -m bench.lte --task copy --model rmc --threads 1 &
@@ -178,7 +179,8 @@ def summarize(results):
     """Fill `results["tasks"]` and `results["comparisons"]` from `results["runs"]` (in place).
 
     Runs are grouped by task and label (the model unless `--label` named a variant, such as one point of
-    a tuning grid); the comparisons are between the rows labelled `rmc` and `lstm`."""
+    a tuning grid); the comparisons are between the rows labelled `rmc` and `lstm`, and under `settings`
+    between `rmc_<setting>` and `lstm_<setting>` (both models at one setting, e.g. `lr3e-3`)."""
     tasks, comparisons = {}, {}
     for run in results.get("runs", {}).values():
         tasks.setdefault(run["task"], {}).setdefault(_label(run), []).append(run)
@@ -200,16 +202,30 @@ def summarize(results):
                 "unfinished_seeds": {str(r["seed"]): r["accuracy"] for r in every if r not in runs},
             }
         if "rmc" in models and "lstm" in models:
-            runs = [r for r in results["runs"].values() if r["task"] == task and _label(r) in ("rmc", "lstm")
-                    and str(r["seed"]) in models[_label(r)]["seeds"]]
-            comparisons[task] = {}
-            for key in ("examples", "minutes"):
-                limit = min(r[key] for r in runs)
-                comparisons[task][f"equal_{key}"] = {key: limit, **{
-                    model: statistics.median(_at(r, key, limit) for r in runs if _label(r) == model)
-                    for model in ("rmc", "lstm")}}
+            comparisons[task] = _compare(results["runs"], task, models, "rmc", "lstm")
+        # a setting both models were run at (rows rmc_<setting> and lstm_<setting>, e.g. a learning rate)
+        settings = {label[len("rmc_"):] for label in models if label.startswith("rmc_")
+                    and f"lstm_{label[len('rmc_'):]}" in models}
+        if settings:
+            comparisons.setdefault(task, {})["settings"] = {
+                setting: _compare(results["runs"], task, models, f"rmc_{setting}", f"lstm_{setting}")
+                for setting in sorted(settings)}
     results["tasks"] = {task: tasks[task] for task in lte.TASKS if task in tasks}
     results["comparisons"] = {task: comparisons[task] for task in lte.TASKS if task in comparisons}
+
+
+def _compare(every_run, task, rows, rmc, lstm):
+    """Rows `rmc` and `lstm` of `task` at equal examples and at equal minutes: the fewest any of their counted
+    seeds trained, and each row's median over those seeds at that point, keyed "rmc" and "lstm"."""
+    runs = [r for r in every_run.values() if r["task"] == task and _label(r) in (rmc, lstm)
+            and str(r["seed"]) in rows[_label(r)]["seeds"]]
+    compared = {}
+    for key in ("examples", "minutes"):
+        limit = min(r[key] for r in runs)
+        compared[f"equal_{key}"] = {key: limit, **{
+            model: statistics.median(_at(r, key, limit) for r in runs if _label(r) == label)
+            for model, label in (("rmc", rmc), ("lstm", lstm))}}
+    return compared
 
 
 def markdown(results):
@@ -232,9 +248,12 @@ def markdown(results):
         lines += ["", "| task | equal examples: examples, RMC %, LSTM % | equal minutes: minutes, RMC %, LSTM % |",
                   "|---|---|---|"]
         for task, c in results["comparisons"].items():
-            e, m = c["equal_examples"], c["equal_minutes"]
-            lines.append(f"| {task} | {int(e['examples']):,d}, {e['rmc']:.1f}, {e['lstm']:.1f} "
-                         f"| {m['minutes']:.1f}, {m['rmc']:.1f}, {m['lstm']:.1f} |")
+            named = ([(task, c)] if "equal_examples" in c else []) + [
+                (f"{task} ({setting})", compared) for setting, compared in c.get("settings", {}).items()]
+            for name, compared in named:
+                e, m = compared["equal_examples"], compared["equal_minutes"]
+                lines.append(f"| {name} | {int(e['examples']):,d}, {e['rmc']:.1f}, {e['lstm']:.1f} "
+                             f"| {m['minutes']:.1f}, {m['rmc']:.1f}, {m['lstm']:.1f} |")
     return "\n".join(lines)
 
 

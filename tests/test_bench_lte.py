@@ -84,3 +84,22 @@ def test_a_seed_still_training_stays_out_of_the_row_of_the_finished_ones():
     alone = {"runs": {"b": unfinished}}
     bench_lte.summarize(alone)
     assert alone["tasks"]["program"]["rmc"]["seeds"] == {"1": 9} and not alone["tasks"]["program"]["rmc"]["complete"]
+
+
+def test_rows_of_one_setting_are_compared_under_settings():
+    # both models at a tuned rate (labels rmc_lr3e-3 and lstm_lr3e-3) besides their default rows
+    runs = {"rmc": _run("program", "rmc", 0, [10, 20], 100, 1.0),
+            "lstm": _run("program", "lstm", 0, [5, 15], 100, 1.0),
+            "rmc3": {**_run("program", "rmc", 0, [12, 24, 30], 100, 2.0), "label": "rmc_lr3e-3"},
+            "lstm3a": {**_run("program", "lstm", 0, [20, 40, 50, 60], 100, 1.0), "label": "lstm_lr3e-3"},
+            "lstm3b": {**_run("program", "lstm", 1, [10, 30, 45, 55], 100, 1.0), "label": "lstm_lr3e-3"},
+            "lstm_only": {**_run("program", "lstm", 0, [1, 2], 100, 1.0), "label": "lstm_u512"}}
+    results = {"runs": runs}
+    bench_lte.summarize(results)
+    program = results["comparisons"]["program"]
+    assert program["equal_examples"] == {"examples": 200, "rmc": 20, "lstm": 15}
+    # at 300 examples (what the RMC at 3e-3 trained): RMC 30, the LSTM's seeds 50 and 45, median 47.5
+    assert program["settings"] == {"lr3e-3": {"equal_examples": {"examples": 300, "rmc": 30, "lstm": 47.5},
+                                              "equal_minutes": {"minutes": 4.0, "rmc": 24, "lstm": 57.5}}}
+    table = bench_lte.markdown(results)
+    assert "| program (lr3e-3) | 300, 30.0, 47.5 | 4.0, 24.0, 57.5 |" in table
