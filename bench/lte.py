@@ -261,14 +261,19 @@ def draw(results, results_path):
     """Each task's runs: per-character test accuracy against training examples, beside the results file."""
     from keras_relmem.viz import panel_curves
 
-    panels = {}
-    for _, run in sorted(results.get("runs", {}).items()):
-        label = f"{run['model'].upper()} seed {run['seed']}" + ("" if run.get("complete") else " (unfinished)")
-        panels.setdefault(run["task"], {})[label] = run["curve"]
-    order = {task: panels[task] for task in lte.TASKS if task in panels}
-    return panel_curves(order, "examples", "accuracy", "training examples", "test accuracy (%)",
+    return panel_curves(curves_by_task(results), "examples", "accuracy", "training examples", "test accuracy (%)",
                         "Learning to Execute: per-character test accuracy",
                         pathlib.Path(results_path).with_suffix(".png"))
+
+
+def curves_by_task(results):
+    """`{task: {"<ROW> seed <seed>": curve}}` in the table's task order; a row is its label (a grid's variant
+    has a curve of its own beside the model's default row)."""
+    panels = {}
+    for _, run in sorted(results.get("runs", {}).items()):
+        label = f"{_label(run).upper()} seed {run['seed']}" + ("" if run.get("complete") else " (unfinished)")
+        panels.setdefault(run["task"], {})[label] = run["curve"]
+    return {task: panels[task] for task in lte.TASKS if task in panels}
 
 
 def report(args):

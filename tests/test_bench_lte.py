@@ -103,3 +103,14 @@ def test_rows_of_one_setting_are_compared_under_settings():
                                               "equal_minutes": {"minutes": 4.0, "rmc": 24, "lstm": 57.5}}}
     table = bench_lte.markdown(results)
     assert "| program (lr3e-3) | 300, 30.0, 47.5 | 4.0, 24.0, 57.5 |" in table
+
+
+def test_a_variant_row_draws_its_own_curve():
+    runs = {"a": _run("program", "rmc", 0, [10, 20], 100, 1.0),
+            "b": {**_run("program", "rmc", 0, [12, 24], 100, 1.0), "label": "rmc_lr3e-3"},
+            "c": {**_run("copy", "lstm", 1, [50], 100, 1.0), "complete": False}}
+    panels = bench_lte.curves_by_task({"runs": runs})
+    assert list(panels) == ["program", "copy"]  # the table's task order
+    assert set(panels["program"]) == {"RMC seed 0", "RMC_LR3E-3 seed 0"}
+    assert panels["program"]["RMC_LR3E-3 seed 0"][-1]["accuracy"] == 24
+    assert set(panels["copy"]) == {"LSTM seed 1 (unfinished)"}
