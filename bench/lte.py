@@ -230,7 +230,8 @@ def _compare(every_run, task, rows, rmc, lstm):
 
 def markdown(results):
     """Per task and model: median test accuracy over seeds, each seed's, solved, examples and minutes, and
-    the paper's; then the RMC against the LSTM at equal examples and at equal minutes."""
+    the paper's; then the RMC against the LSTM at equal examples and at equal minutes, for the default rows
+    and for each setting both were run at (`program (lr3e-3)`)."""
     lines = ["| task | model | per-character accuracy %, median | seeds | solved % | examples | training minutes "
              "| paper % |", "|" + "---|" * 8]
     for task, rows in results.get("tasks", {}).items():
