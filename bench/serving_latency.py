@@ -105,6 +105,23 @@ def rest_body():
     return json.dumps({"signature_name": "answer", "instances": [{"story": STORY, "question": QUESTION}]})
 
 
+def servable_call(base, flat_call):
+    """The server's own call of the `answer` signature (`Servable.call` on checked inputs), in this process."""
+    from keras_relmem.serving.servable import Servable
+
+    servable = Servable("babi", 1, base / "babi" / "1", flat_call=flat_call)
+    checked = servable.check_inputs("answer", {"story": np.array([STORY], dtype=object),
+                                               "question": np.array([QUESTION], dtype=object)})
+    return lambda: servable.call("answer", checked, ("top_answers", "top_probabilities"))
+
+
+def grpc_message():
+    """The serialized `PredictRequest` of the benchmark's one question (what the native gRPC client sends)."""
+    return native_load.predict_request(
+        "babi", {"story": np.array([STORY], dtype=object), "question": np.array([QUESTION], dtype=object)},
+        "answer", ("top_answers", "top_probabilities"))
+
+
 def rest_call(port):
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     body = rest_body()
@@ -144,7 +161,9 @@ def stats(latencies, rate):
 def sequential_summary(seq):
     """Part 1's figures from `{client: [p50 ms of each repeat]}`: the runs, their medians and the ratios."""
     p50 = {name: float(np.median(v)) for name, v in seq.items()}
-    return {"sequential_p50_ms_runs": seq, "sequential_p50_ms": p50,
+    flat = ({"servable_call_keyword_over_flat": p50["servable_call_keyword"] / p50["servable_call"]}
+            if "servable_call_keyword" in p50 else {})
+    return {"sequential_p50_ms_runs": seq, "sequential_p50_ms": p50, **flat,
             "grpc_over_in_process": p50["grpc"] / p50["in_process"],
             "rest_over_in_process": p50["rest_keep_alive"] / p50["in_process"],
             **({"rest_handed_off_over_in_process": p50["rest_keep_alive_handed_off"] / p50["in_process"]}
@@ -180,12 +199,16 @@ def run(args):
             return lambda: answer(story=story, question=question)
 
         # 1. Sequential batch-1, our server and in-process alternating in one stretch; beside the server's
-        # REST, the same server handing every REST request to a worker thread (the path before 1.1).
+        # REST, the same server handing every REST request to a worker thread (the path before 1.1), and the
+        # server's own signature call in this process, flat (`FlatCall`) and by keyword (before 1.2).
         with sequential_servers(base) as (ports, handing_off_ports):
-            seq = {"in_process": [], "grpc": [], "rest_keep_alive": [], "rest_keep_alive_handed_off": []}
+            seq = {"in_process": [], "grpc": [], "rest_keep_alive": [], "rest_keep_alive_handed_off": [],
+                   "servable_call": [], "servable_call_keyword": []}
             calls = {"in_process": in_process(), "grpc": grpc_call(ports["grpc"]),
                      "rest_keep_alive": rest_call(ports["rest"]),
-                     "rest_keep_alive_handed_off": rest_call(handing_off_ports["rest"])}
+                     "rest_keep_alive_handed_off": rest_call(handing_off_ports["rest"]),
+                     "servable_call": servable_call(base, flat_call=True),
+                     "servable_call_keyword": servable_call(base, flat_call=False)}
             for _ in range(args.repeats):
                 for name, call in calls.items():
                     seq[name].append(sequential_p50(call))
@@ -226,6 +249,8 @@ def run(args):
                         "grpc_p50_ms": float(np.median([sequential_p50(call) for _ in range(args.repeats)])),
                         "rest_keep_alive_p50_ms": float(np.median([sequential_p50(rest) for _ in range(args.repeats)])),
                     }
+                    if args.native and native_load.available():
+                        result["baseline"][label].update(native_sequential(args, ports))
                 with running_server(_with_rest(server_flags(base, True, "tensorflow_default")), script=script) as ports:
                     latencies, rate = measure(lambda p=ports["grpc"]: grpc_call(p), 32, args.seconds)
                     result["baseline"][label]["batched_32"] = stats(latencies, rate)
@@ -237,9 +262,7 @@ def run(args):
 
 def native_figures(args, base, in_process):
     """Parts 1 and 2 with h2load (gRPC) and wrk (REST) as the clients; `in_process()` gives the floor's call."""
-    message = native_load.predict_request(
-        "babi", {"story": np.array([STORY], dtype=object), "question": np.array([QUESTION], dtype=object)},
-        "answer", ("top_answers", "top_probabilities"))
+    message = grpc_message()
     body = rest_body()
     figures = {"tools": "h2load (nghttp2) for gRPC, wrk for REST"}
     with sequential_servers(base) as (ports, handing_off_ports):
@@ -269,6 +292,17 @@ def native_figures(args, base, in_process):
     figures["clients"] = figures["clients_one_thread_each"]
     figures["rest_clients"] = figures["rest_clients_one_thread_each"]
     return figures
+
+
+def native_sequential(args, ports):
+    """Sequential batch-1 p50 ms with one h2load (gRPC) and one wrk (REST) connection, medians of the repeats."""
+    message = grpc_message()
+    grpc_runs, rest_runs = [], []
+    for _ in range(args.repeats):
+        _, latencies = native_load.h2load_grpc(ports["grpc"], message, 1, requests=310)
+        grpc_runs.append(float(np.percentile(latencies[10:], 50) * 1e3))
+        rest_runs.append(native_load.wrk_rest(ports["rest"], rest_body(), 1, max(1, round(args.seconds / 4)))[1]["p50_ms"])
+    return {"grpc_h2load_p50_ms": float(np.median(grpc_runs)), "rest_wrk_p50_ms": float(np.median(rest_runs))}
 
 
 def wrk_stats(port, body, clients, seconds):
@@ -319,6 +353,9 @@ def markdown(result):
     lines = [f"- sequential batch-1 `answer`, p50 ms: in-process {p50['in_process']:.2f}, gRPC {p50['grpc']:.2f} "
              f"({result['grpc_over_in_process']:.2f}x), REST keep-alive {p50['rest_keep_alive']:.2f} "
              f"({result['rest_over_in_process']:.2f}x){_handed_off(result)}"]
+    if "servable_call_keyword_over_flat" in result:
+        lines.append(f"- the server's signature call in this process, p50 ms: flat {p50['servable_call']:.3f}, by "
+                     f"keyword {p50['servable_call_keyword']:.3f} ({result['servable_call_keyword_over_flat']:.2f}x)")
     for threads in THREADS:
         lines += ["", f"Concurrent clients, TensorFlow threads: {threads.replace('_', ' ')}", "",
                   "| clients | in-process req/s | unbatched req/s | p99 ms | batched req/s | p99 ms "
@@ -363,6 +400,10 @@ def markdown(result):
                   f"REST keep-alive {old['rest_keep_alive_p50_ms']:.2f} -> {new['rest_keep_alive_p50_ms']:.2f} ms, "
                   f"32 batched clients (default threads) {old['batched_32']['rps']:.0f} -> "
                   f"{new['batched_32']['rps']:.0f} req/s"]
+        if "grpc_h2load_p50_ms" in new and "grpc_h2load_p50_ms" in old:
+            lines += [f"- old vs new server in this run, native clients: gRPC (h2load) p50 "
+                      f"{old['grpc_h2load_p50_ms']:.2f} -> {new['grpc_h2load_p50_ms']:.2f} ms, REST (wrk) "
+                      f"{old['rest_wrk_p50_ms']:.2f} -> {new['rest_wrk_p50_ms']:.2f} ms"]
         if "rest_batched_32_wrk" in new:
             lines += [f"- old vs new server in this run, 32 batched wrk REST clients (default threads): "
                       f"{old['rest_batched_32_wrk']['rps']:.0f} -> {new['rest_batched_32_wrk']['rps']:.0f} req/s"]

@@ -61,6 +61,8 @@ class Servable:
         name: the model name it is served under.
         version: its integer version.
         path: the version directory (`<base_path>/<version>`).
+        flat_call: call signatures as their graph functions (`FlatCall`, the
+            default) rather than by keyword; both answer the same.
 
     Raises:
         Whatever loading raises (missing or corrupt files): the manager
@@ -77,7 +79,7 @@ class Servable:
     ```
     """
 
-    def __init__(self, name, version, path):
+    def __init__(self, name, version, path, flat_call=True):
         self.name = name
         self.version = int(version)
         self.path = str(path)
@@ -88,9 +90,11 @@ class Servable:
         self._model = tf.saved_model.load(self.path, tags=["serve"])
         self._functions = dict(self._model.signatures)
         self.input_specs = {}
+        self._flat_calls = {}
         for key, function in self._functions.items():
             _, kwargs = function.structured_input_signature
             self.input_specs[key] = dict(kwargs)
+            self._flat_calls[key] = FlatCall.of(function) if flat_call else None
 
     def signature(self, signature_name):
         """The `SignatureDef` proto, or NOT_FOUND-style FAILED_PRECONDITION as TF Serving answers."""
@@ -210,15 +214,78 @@ class Servable:
 
     def call(self, key, checked, output_filter=()):
         """Run signature `key` on inputs `check_inputs` returned; `{output alias: np.ndarray}`."""
+        flat_call = self._flat_calls[key]
         try:
             # Tensors, not arrays: the signature's own conversion of NumPy inputs costs more.
-            outputs = self._functions[key](**{alias: tf.constant(value) for alias, value in checked.items()})
+            specs = self.input_specs[key]
+            tensors_in = {alias: tf.constant(value, dtype=specs[alias].dtype) for alias, value in checked.items()}
+            outputs = flat_call(tensors_in) if flat_call is not None else self._functions[key](**tensors_in)
         except (tf.errors.InvalidArgumentError, ValueError, TypeError) as error:
             raise invalid(f"{key}: {_first_line(error)}") from error
         except tf.errors.OpError as error:
             raise ServingError(grpc.StatusCode.INTERNAL, f"{key}: {_first_line(error)}") from error
         names = output_filter or outputs.keys()
         return {alias: outputs[alias].numpy() for alias in names}
+
+
+class FlatCall:
+    """A signature called as its graph function: tensors in a fixed order, a list of tensors out.
+
+    Calling a signature by keyword (`signature(story=..., question=...)`)
+    binds the keywords to its function type, gathers the captured variables,
+    checks for a gradient tape and packs the outputs into a dict: about 0.1 ms
+    of Python per call on a CPU, an eighth of a small model's own time. A
+    server has already checked names, dtypes and shapes (`check_inputs`), so
+    it calls the graph function under the signature directly with the inputs
+    in the graph's order and the captures gathered once at load, which is
+    what the keyword call does after its checks.
+
+    Args:
+        function: the signature (a concrete function of a loaded SavedModel).
+        input_aliases: the input names in the graph function's argument order.
+        output_aliases: the output names in the order the graph function returns them.
+
+    Example:
+
+    ```python
+    flat = FlatCall.of(tf.saved_model.load(path).signatures["answer"])
+    outputs = flat({"story": tf.constant([["Mary went home."]]), "question": tf.constant(["Where is Mary?"])})
+    ```
+    """
+
+    def __init__(self, function, input_aliases, output_aliases):
+        self._graph_function = function.inference_fn
+        # Resource handles of the model's variables: they live as long as the loaded model does.
+        self._captures = list(function.captured_inputs)
+        self.input_aliases = tuple(input_aliases)
+        self.output_aliases = tuple(output_aliases)
+
+    @classmethod
+    def of(cls, function):
+        """The flat call of `function`, or None when its inputs or outputs are not plain named tensors (the
+        keyword call then serves it)."""
+        try:
+            args, kwargs = function.structured_input_signature
+            specs = tf.nest.flatten(kwargs)  # a dict flattens in sorted key order, as the graph's arguments
+            placeholders = [t.name.split(":")[0] for t in function.inputs[:len(specs)]]
+            count = len(function.inference_fn.function_type.flat_outputs)
+            # Where each output alias sits in the returned list, as the keyword call packs it.
+            positions = function.function_type.pack_output(list(range(count)))
+        except (AttributeError, TypeError, ValueError):
+            return None
+        aliases = sorted(kwargs)
+        plain = (not args and all(isinstance(spec, tf.TensorSpec) for spec in specs)
+                 and [spec.name for spec in specs] == aliases == placeholders
+                 and isinstance(positions, dict) and sorted(positions.values()) == list(range(count)))
+        if not plain:
+            return None
+        return cls(function, aliases, sorted(positions, key=positions.get))
+
+    def __call__(self, tensors_in):
+        """`{output alias: tf.Tensor}` for `{input alias: tf.Tensor}` (every alias, dtypes as the signature's)."""
+        flat = self._graph_function.call_flat(*[tensors_in[alias] for alias in self.input_aliases],
+                                              *self._captures)
+        return dict(zip(self.output_aliases, flat))
 
 
 def generated_input(spec):
