@@ -8,6 +8,7 @@ runs alone. Like TF Serving's `--enable_batching`: it trades a little latency
 for throughput under concurrent load.
 """
 
+import collections
 import concurrent.futures
 import queue
 import re
@@ -48,12 +49,26 @@ def parse_batching_parameters(text):
 
 
 class _Pending:
-    def __init__(self, inputs, rows):
+    """One queued request: its inputs, and the future its outputs go to (an asyncio one when `loop` is given)."""
+
+    def __init__(self, inputs, rows, loop=None):
         self.inputs = inputs
         self.rows = rows
         self.key = tuple(sorted((k, v.dtype.str, v.shape[1:]) for k, v in inputs.items()))
-        self.future = concurrent.futures.Future()
+        self.loop = loop
+        self.future = concurrent.futures.Future() if loop is None else loop.create_future()
         self.arrived = time.monotonic()
+
+
+def _settle_all(settled):
+    """Set each `(future, result, error)`; a future already done (its caller gave up) is left as it is."""
+    for future, result, error in settled:
+        if future.done():
+            continue
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
 
 
 class Batcher:
@@ -99,12 +114,18 @@ class Batcher:
         future = self.submit_future(inputs)
         return self._run(inputs) if future is None else future.result()
 
-    def submit_future(self, inputs):
-        """Queue `inputs` for a batch without waiting: a `concurrent.futures.Future` of its outputs.
+    def submit_future(self, inputs, loop=None):
+        """Queue `inputs` for a batch without waiting: a future of its outputs.
 
         Returns None for a request that must run alone (scalars, ragged rows, more rows than
-        `max_batch_size`, or a batcher already closed): the caller runs it itself. An asyncio
-        caller awaits the future with `asyncio.wrap_future`, so no thread waits for the batch.
+        `max_batch_size`, or a batcher already closed): the caller runs it itself.
+
+        Args:
+            inputs: checked inputs (`{alias: np.ndarray}`).
+            loop: for a caller on an asyncio event loop, that loop (and call this on its
+                thread): the future is then an `asyncio.Future` to await, so no thread waits
+                for the batch, and a batch hands all its results to the loop in one wake-up
+                rather than one per request. None: a `concurrent.futures.Future`.
 
         Raises:
             ServingError: RESOURCE_EXHAUSTED when `max_enqueued` requests already wait.
@@ -112,7 +133,7 @@ class Batcher:
         rows = {v.shape[0] if v.ndim else -1 for v in inputs.values()}
         if len(rows) != 1 or -1 in rows or next(iter(rows)) > self.max_batch_size:
             return None
-        pending = _Pending(inputs, rows.pop())
+        pending = _Pending(inputs, rows.pop(), loop)
         with self._closing:
             if self._closed:  # the servable was replaced while this request came in
                 return None
@@ -154,8 +175,7 @@ class Batcher:
             if self._running:  # the other threads stop too, once each forms its next batch
                 self._held.insert(0, _STOP)
                 return None
-            for pending in self._held:
-                self._settle(pending, lambda p=pending: self._run(p.inputs))
+            self._deliver([(pending, *self._alone(pending)) for pending in self._held])
             return None
         batch, rows = [first], first.rows
         deadline = first.arrived + self.timeout
@@ -175,9 +195,12 @@ class Batcher:
         return batch, rows
 
     def _execute(self, batch, rows):
+        self._deliver(self._outcomes(batch, rows))
+
+    def _outcomes(self, batch, rows):
+        """`[(pending, result, error)]` of a formed batch."""
         if len(batch) == 1:
-            self._settle(batch[0], lambda: self._run(batch[0].inputs))
-            return
+            return [(batch[0], *self._alone(batch[0]))]
         merged = {name: np.concatenate([p.inputs[name] for p in batch]) for name in batch[0].inputs}
         try:
             outputs = self._run(merged)
@@ -186,21 +209,36 @@ class Batcher:
         except Exception:
             # One bad request, or outputs that are not one row per input:
             # each request runs on its own, so only the bad one fails.
-            for pending in batch:
-                self._settle(pending, lambda p=pending: self._run(p.inputs))
-            return
-        start = 0
+            return [(pending, *self._alone(pending)) for pending in batch]
+        settled, start = [], 0
         for pending in batch:
             stop = start + pending.rows
-            pending.future.set_result({k: v[start:stop] for k, v in outputs.items()})
+            settled.append((pending, {k: v[start:stop] for k, v in outputs.items()}, None))
             start = stop
+        return settled
+
+    def _alone(self, pending):
+        """`(result, error)` of running one request by itself."""
+        try:
+            return self._run(pending.inputs), None
+        except Exception as error:
+            return None, error
 
     @staticmethod
-    def _settle(pending, compute):
-        try:
-            pending.future.set_result(compute())
-        except Exception as error:
-            pending.future.set_exception(error)
+    def _deliver(settled):
+        """Hand each `(pending, result, error)` to its future: thread futures at once, asyncio ones with one
+        `call_soon_threadsafe` per loop (each call wakes the loop's thread and takes the GIL back and forth)."""
+        by_loop = collections.defaultdict(list)
+        for pending, result, error in settled:
+            if pending.loop is None:
+                _settle_all([(pending.future, result, error)])
+            else:
+                by_loop[pending.loop].append((pending.future, result, error))
+        for loop, items in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_settle_all, items)
+            except RuntimeError:  # the loop closed (the server stopped): nobody waits for these any more
+                pass
 
 
 class _NotRowWise(Exception):

@@ -52,17 +52,18 @@ class ServingCore:
             outputs = {alias: outputs[alias] for alias in output_filter}
         return servable, key, outputs
 
-    def batch_future(self, servable, signature_name, inputs, exact_dtypes=True):
+    def batch_future(self, servable, signature_name, inputs, exact_dtypes=True, loop=None):
         """Check a request and queue it for a batch without waiting for it.
 
         Returns `(signature key, checked inputs, future of the outputs)`; the future is None when batching
         is off or the request runs alone, and then the caller runs it (`servable.call(key, checked)`). For
-        callers on an event loop, which must not block while the batch forms.
+        callers on an event loop, which must not block while the batch forms: given their `loop`, the
+        future is an `asyncio.Future` (see `Batcher.submit_future`).
         """
         key, _ = servable.signature(signature_name)
         checked = servable.check_inputs(key, inputs, exact_dtypes)
         batcher = self._batcher(servable, key) if self.batching else None
-        return key, checked, (batcher.submit_future(checked) if batcher is not None else None)
+        return key, checked, (batcher.submit_future(checked, loop) if batcher is not None else None)
 
     def _batcher(self, servable, key):
         """The servable's batcher, or None for a version already unloaded (it runs unbatched)."""

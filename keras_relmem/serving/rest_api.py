@@ -553,7 +553,7 @@ class RestServer:
         if not batchable:
             return await self._run(self._post, match, raw, record, size=len(raw))
         servable, key, inputs, row_format = self._predict_inputs(match, self._parse_body(match, raw), record)
-        key, checked, future = self.core.batch_future(servable, key, inputs, exact_dtypes=False)
+        key, checked, future = self.core.batch_future(servable, key, inputs, exact_dtypes=False, loop=self._loop)
         if future is None:  # a request that runs alone (larger than a batch): on a worker like any other
 
             def alone():
@@ -561,7 +561,7 @@ class RestServer:
 
             return await self._hand_off(alone)
         # Shielded: a request that times out leaves its rows to the batch rather than cancelling them.
-        outputs = await asyncio.shield(asyncio.wrap_future(future))
+        outputs = await asyncio.shield(future)
         if sum(np.size(value) for value in outputs.values()) > _INLINE_OUTPUT_VALUES:
             return await self._hand_off(predict_response, outputs, row_format)  # big JSON: not on the loop
         return predict_response(outputs, row_format)

@@ -1,5 +1,6 @@
 """With batching on, REST clients join their batch from the event loop: no worker thread waits for a batch."""
 
+import asyncio
 import concurrent.futures
 import http.client
 import json
@@ -87,3 +88,40 @@ def test_submit_future_leaves_requests_that_cannot_join_a_batch_to_the_caller():
     assert batcher.submit_future({"x": np.float32(1)}) is None  # a scalar
     batcher.close()
     assert batcher.submit_future({"x": np.ones((1, 3))}) is None  # closed: the caller runs it
+
+
+def test_a_batch_hands_its_results_to_the_event_loop_in_one_wake_up():
+    def run(inputs):
+        if (inputs["x"] < 0).any():
+            raise ValueError("negative input")
+        return {"y": inputs["x"] * 2}
+
+    batcher = Batcher(run, max_batch_size=4, timeout=5.0)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        wake_ups = []
+        threadsafe = loop.call_soon_threadsafe
+
+        def counting(callback, *args):
+            wake_ups.append(callback)
+            return threadsafe(callback, *args)
+
+        loop.call_soon_threadsafe = counting
+        futures = [batcher.submit_future({"x": np.full((1, 2), float(i))}, loop) for i in range(4)]
+        assert all(isinstance(future, asyncio.Future) for future in futures)
+        results = await asyncio.gather(*futures)
+        # A bad request in a full batch: each runs alone, only the bad one fails, still one wake-up.
+        bad = [batcher.submit_future({"x": np.full((1, 2), float(x))}, loop) for x in (1, -1, 3, 4)]
+        outcomes = await asyncio.gather(*bad, return_exceptions=True)
+        return results, outcomes, len(wake_ups)
+
+    try:
+        results, outcomes, wake_ups = asyncio.run(main())
+    finally:
+        batcher.close()
+    for i, result in enumerate(results):
+        np.testing.assert_array_equal(result["y"], np.full((1, 2), 2.0 * i))  # each request its own rows
+    assert isinstance(outcomes[1], ValueError)
+    np.testing.assert_array_equal(outcomes[3]["y"], np.full((1, 2), 8.0))
+    assert wake_ups == 2  # one per batch, not one per request
