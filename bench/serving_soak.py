@@ -237,6 +237,12 @@ def main(argv=None):
                                   "p99": soak.percentile([s for _, s in v], 99) * 1e3, "count": len(v)}
                            for path, v in recorder.latencies.items()},
             "steady_p99_ms": soak.percentile(steady, 99) * 1e3,
+            # The slowest of the requests outside the swap windows, beside each window's slowest and count: a
+            # window's slowest is the maximum of its requests, which exceeds the p99 even when nothing happens.
+            "steady_slowest_ms": max(steady, default=0.0) * 1e3,
+            "steady_requests": len(steady),
+            "slowest_requests": [{"ms": seconds * 1e3, "sent_at_s": started - began, "path": path, "what": detail}
+                                 for seconds, started, path, detail in sorted(recorder.slowest, reverse=True)],
             "swaps": [{**e, **slowest_in(every, *windows[e["event"]])} if e["event"] in windows else e
                       for e in events],
             "slow_sockets": {"opened": len(slow), "closed_by_server": closed,
@@ -267,9 +273,9 @@ def slowest_in(latencies, start, end):
     was sent after `start` (so a swap's worst request is placed in its loading, warm-up or first traffic)."""
     inside = [(s, t) for t, s in latencies if start <= t <= end]
     if not inside:
-        return {"slowest_ms": 0.0}
+        return {"slowest_ms": 0.0, "requests": 0}
     seconds, sent = max(inside)
-    return {"slowest_ms": seconds * 1e3, "slowest_at_s": sent - start}
+    return {"slowest_ms": seconds * 1e3, "slowest_at_s": sent - start, "requests": len(inside)}
 
 
 def markdown(result):
@@ -285,7 +291,12 @@ def markdown(result):
              f"{load['good_failed']} good failed, bad kinds with 5xx/dropped: {load['bad_5xx_or_dropped'] or 'none'}"]
     for path, stats in sorted(load["latency_ms"].items()):
         lines.append(f"  - {path}: p50 {stats['p50']:.2f} ms, p99 {stats['p99']:.2f} ms ({stats['count']} requests)")
-    lines.append(f"  - steady p99 {load['steady_p99_ms']:.1f} ms")
+    lines.append(f"  - steady p99 {load['steady_p99_ms']:.1f} ms"
+                 + (f", slowest {load['steady_slowest_ms']:.1f} ms of {load['steady_requests']} requests "
+                    "outside the swap windows" if "steady_slowest_ms" in load else ""))
+    for slow in load.get("slowest_requests", [])[:3]:
+        lines.append(f"  - slow: {slow['ms']:.1f} ms, sent {slow['sent_at_s']:.2f} s into the load, {slow['path']}, "
+                     f"{slow['what'].split(': ')[0]}")
     for event in load["swaps"]:
         lines.append("  - " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
                                         for k, v in event.items()))

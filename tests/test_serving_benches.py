@@ -145,5 +145,6 @@ def test_the_soak_places_a_swap_windows_slowest_request_in_time():
     from bench.serving_soak import slowest_in
 
     latencies = [(0.5, 0.010), (2.0, 0.080), (2.5, 0.020), (9.0, 0.500)]  # (sent at s, took s)
-    assert slowest_in(latencies, 1.0, 5.0) == {"slowest_ms": 80.0, "slowest_at_s": 1.0}  # 9.0 is outside
-    assert slowest_in(latencies, 6.0, 8.0) == {"slowest_ms": 0.0}
+    # 9.0 is outside; the window holds two requests.
+    assert slowest_in(latencies, 1.0, 5.0) == {"slowest_ms": 80.0, "slowest_at_s": 1.0, "requests": 2}
+    assert slowest_in(latencies, 6.0, 8.0) == {"slowest_ms": 0.0, "requests": 0}

@@ -9,6 +9,7 @@ as `keras_relmem.export` writes them.
 
 import collections
 import dataclasses
+import heapq
 import http.client
 import json
 import random
@@ -326,6 +327,7 @@ class LoadRecorder:
         self.good_failures = []
         self.bad_5xx = collections.Counter()
         self.count = 0
+        self.slowest = []  # a min-heap of the 10 slowest good requests: (seconds, started, path, detail)
 
     def good(self, path, started, seconds, ok, detail):
         with self._lock:
@@ -333,6 +335,11 @@ class LoadRecorder:
             self.latencies[path].append((started, seconds))
             if not ok:
                 self.good_failures.append(detail)
+            entry = (seconds, started, path, detail)
+            if len(self.slowest) < 10:
+                heapq.heappush(self.slowest, entry)
+            elif entry > self.slowest[0]:
+                heapq.heapreplace(self.slowest, entry)
 
     def bad(self, kind, code, expected):
         with self._lock:
