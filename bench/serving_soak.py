@@ -219,10 +219,9 @@ def main(argv=None):
         time.sleep(TIMEOUT_MS / 1000 + 1)  # idle keep-alive connections time out
         result["idle_after"] = process_sample(process.pid)
 
-        # Latency per path; swap windows: from the new version's arrival to 3 s after it is available.
+        # Latency per path, and per swap window (`swap_windows`).
         every = [(t - began, s) for path in recorder.latencies for t, s in recorder.latencies[path]]
-        windows = {e["event"]: (e["t"], e["t"] + (e.get("available_after_s") or 0) + 3) for e in events
-                   if "available_after_s" in e}
+        windows = swap_windows(events)
         steady = [s for t, s in every if not any(a <= t <= b for a, b in windows.values())]
         result["load"] = {
             "requests": recorder.count,
@@ -266,6 +265,20 @@ def main(argv=None):
     report(result)
     shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def swap_windows(events):
+    """`{event: (start, end)}` of each swap: from the new version's arrival to 3 s after it is available, or to
+    the next event if that comes first (so one stall is not counted against two swaps)."""
+    starts = sorted(e["t"] for e in events)
+    windows = {}
+    for e in events:
+        if "available_after_s" not in e:
+            continue
+        later = [t for t in starts if t > e["t"]]
+        end = e["t"] + (e["available_after_s"] or 0) + 3
+        windows[e["event"]] = (e["t"], min([end] + later))
+    return windows
 
 
 def slowest_in(latencies, start, end):

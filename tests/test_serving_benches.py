@@ -148,3 +148,11 @@ def test_the_soak_places_a_swap_windows_slowest_request_in_time():
     # 9.0 is outside; the window holds two requests.
     assert slowest_in(latencies, 1.0, 5.0) == {"slowest_ms": 80.0, "slowest_at_s": 1.0, "requests": 2}
     assert slowest_in(latencies, 6.0, 8.0) == {"slowest_ms": 0.0, "requests": 0}
+
+
+def test_a_swap_window_ends_where_the_next_event_begins():
+    from bench.serving_soak import swap_windows
+
+    events = [{"event": "v2", "t": 1.0, "available_after_s": 1.5}, {"event": "v3 (corrupt)", "t": 3.0},
+              {"event": "v4", "t": 6.0, "available_after_s": 1.0}, {"event": "v5", "t": 8.5, "available_after_s": None}]
+    assert swap_windows(events) == {"v2": (1.0, 3.0), "v4": (6.0, 8.5), "v5": (8.5, 11.5)}
