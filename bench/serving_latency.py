@@ -301,9 +301,9 @@ def native_sequential(args, ports):
     for _ in range(args.repeats):
         _, latencies = native_load.h2load_grpc(ports["grpc"], message, 1, requests=310)
         grpc_runs.append(float(np.percentile(latencies[10:], 50) * 1e3))
-        rest_runs.append(native_load.wrk_rest(ports["rest"], rest_body(), 1, max(1, round(args.seconds / 4)))[1]["p50_ms"])
-    return {"grpc_h2load_p50_ms": float(np.median(grpc_runs)),
-            "rest_wrk_p50_ms": float(np.median(rest_runs))}
+        _, rest = native_load.wrk_rest(ports["rest"], rest_body(), 1, max(1, round(args.seconds / 4)))
+        rest_runs.append(rest["p50_ms"])
+    return {"grpc_h2load_p50_ms": float(np.median(grpc_runs)), "rest_wrk_p50_ms": float(np.median(rest_runs))}
 
 
 def wrk_stats(port, body, clients, seconds):
