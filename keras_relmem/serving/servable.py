@@ -318,7 +318,8 @@ def _check_tensor(alias, value, spec, exact_dtypes=True):
         try:
             if value.dtype.kind == "U":
                 value = np.char.encode(value, "utf-8")
-            elif value.dtype.kind == "O":
+            elif value.dtype.kind == "O" and not all(type(item) is bytes for item in value.flat):
+                # (gRPC's strings arrive as bytes already: only other items need converting.)
                 value = np.vectorize(
                     lambda item: item.encode("utf-8") if isinstance(item, str) else bytes(item),
                     otypes=[object],

@@ -17,6 +17,7 @@ to_array(proto)   # array([[0, 1, 2], [3, 4, 5]], dtype=int32)
 ```
 """
 
+import math
 import sys
 
 import numpy as np
@@ -62,10 +63,10 @@ def to_array(proto):
     if not proto.tensor_shape.unknown_rank and all(size >= 0 for size in shape):
         dtype = _RAW.get(proto.dtype)
         if dtype is not None and proto.tensor_content and _LITTLE:
-            count = int(np.prod(shape, dtype=np.int64))
+            count = math.prod(shape)
             if len(proto.tensor_content) == count * dtype.itemsize:
                 return np.frombuffer(proto.tensor_content, dtype).reshape(shape)
-        elif proto.dtype == types_pb2.DT_STRING and len(proto.string_val) == int(np.prod(shape, dtype=np.int64)):
+        elif proto.dtype == types_pb2.DT_STRING and len(proto.string_val) == math.prod(shape):
             array = np.empty(len(proto.string_val), dtype=object)
             array[:] = list(proto.string_val)
             return array.reshape(shape)

@@ -58,3 +58,25 @@ def test_servable_without_flat_call_answers_the_same(orders_path):
         got = servable.call("serving_default", servable.check_inputs("serving_default", {"a": a, "b": b}))
         np.testing.assert_allclose(got["z_sum"], [0.0])
         np.testing.assert_allclose(got["m_diff"], [-29.0])
+
+
+class _Lengths(tf.Module):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def lengths(self, text):
+        return {"bytes": tf.strings.length(text)}
+
+
+def test_string_inputs_as_bytes_or_text_reach_the_model_as_utf8(tmp_path):
+    module = _Lengths()
+    tf.saved_model.save(module, str(tmp_path / "1"), signatures={"serving_default": module.lengths})
+    servable = Servable("lengths", 1, tmp_path / "1")
+    cases = {
+        "bytes (as gRPC gives them)": np.array([b"ab", b"\xc3\xa9t\xc3\xa9"], dtype=object),
+        "text and bytes mixed": np.array(["\u00e9t\u00e9", b"ab"], dtype=object),
+        "text (as JSON gives it)": np.array(["ab", "\u00e9t\u00e9"]),
+    }
+    expected = {"bytes (as gRPC gives them)": [2, 5], "text and bytes mixed": [5, 2], "text (as JSON gives it)": [2, 5]}
+    for what, text in cases.items():
+        checked = servable.check_inputs("serving_default", {"text": text})
+        got = servable.call("serving_default", checked)["bytes"]
+        np.testing.assert_array_equal(got, expected[what], err_msg=what)
