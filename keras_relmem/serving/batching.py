@@ -175,7 +175,7 @@ class Batcher:
             if self._running:  # the other threads stop too, once each forms its next batch
                 self._held.insert(0, _STOP)
                 return None
-            self._deliver([(pending, *self._alone(pending)) for pending in self._held])
+            self._deliver((pending, *self._alone(pending)) for pending in self._held)
             return None
         batch, rows = [first], first.rows
         deadline = first.arrived + self.timeout
@@ -198,24 +198,27 @@ class Batcher:
         self._deliver(self._outcomes(batch, rows))
 
     def _outcomes(self, batch, rows):
-        """`[(pending, result, error)]` of a formed batch."""
-        if len(batch) == 1:
-            return [(batch[0], *self._alone(batch[0]))]
-        merged = {name: np.concatenate([p.inputs[name] for p in batch]) for name in batch[0].inputs}
-        try:
-            outputs = self._run(merged)
-            if any(np.ndim(v) == 0 or len(v) != rows for v in outputs.values()):
-                raise _NotRowWise()
-        except Exception:
-            # One bad request, or outputs that are not one row per input:
-            # each request runs on its own, so only the bad one fails.
-            return [(pending, *self._alone(pending)) for pending in batch]
-        settled, start = [], 0
+        """`(pending, result, error)` of each request of a formed batch, yielded as each is known: `_deliver`
+        answers a thread's future then, so a request run on its own does not wait for the others' runs."""
+        if len(batch) > 1:
+            merged = {name: np.concatenate([p.inputs[name] for p in batch]) for name in batch[0].inputs}
+            try:
+                outputs = self._run(merged)
+                if any(np.ndim(v) == 0 or len(v) != rows for v in outputs.values()):
+                    raise _NotRowWise()
+            except Exception:
+                # One bad request, or outputs that are not one row per input:
+                # each request runs on its own (below), so only the bad one fails.
+                outputs = None
+            if outputs is not None:
+                start = 0
+                for pending in batch:
+                    stop = start + pending.rows
+                    yield pending, {k: v[start:stop] for k, v in outputs.items()}, None
+                    start = stop
+                return
         for pending in batch:
-            stop = start + pending.rows
-            settled.append((pending, {k: v[start:stop] for k, v in outputs.items()}, None))
-            start = stop
-        return settled
+            yield pending, *self._alone(pending)
 
     def _alone(self, pending):
         """`(result, error)` of running one request by itself."""

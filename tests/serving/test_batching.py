@@ -57,6 +57,30 @@ def test_a_bad_request_in_a_batch_fails_alone():
     assert model.calls == [3, 1, 1, 1]
 
 
+def test_after_a_failed_batch_each_request_is_answered_as_soon_as_it_ran_alone():
+    answered_before_the_last_ran = []
+    futures = []
+
+    def run(inputs):
+        x = inputs["x"]
+        if (x < 0).any():
+            raise ValueError("negative input")
+        if len(x) == 1 and x[0, 0] == 3:  # the last request, run alone after the batch failed
+            answered_before_the_last_ran.append(futures[0].done())
+        return {"y": 2 * x}
+
+    batcher = Batcher(run, max_batch_size=3, timeout=5.0)
+    try:
+        futures.extend(batcher.submit_future({"x": np.full((1, 2), x, "float32")}) for x in (1, -1, 3))
+        np.testing.assert_array_equal(futures[2].result(timeout=10)["y"], [[6, 6]])
+    finally:
+        batcher.close()
+    assert answered_before_the_last_ran == [True]
+    np.testing.assert_array_equal(futures[0].result()["y"], [[2, 2]])
+    with pytest.raises(ValueError, match="negative"):
+        futures[1].result()
+
+
 def test_different_shapes_are_never_merged():
     model = CountingModel()
     batcher = Batcher(model, max_batch_size=8, timeout=0.2)
