@@ -271,12 +271,10 @@ def native_figures(args, base, in_process):
         floor = in_process()
         for _ in range(args.repeats):  # alternated in one stretch, as in part 1
             seq["in_process"].append(sequential_p50(floor))
-            _, latencies = native_load.h2load_grpc(ports["grpc"], message, 1, requests=310)
-            seq["grpc"].append(float(np.percentile(latencies[10:], 50) * 1e3))
+            seq["grpc"].append(h2load_p50(ports["grpc"], message))
             for name, rest_port in (("rest_keep_alive", ports["rest"]),
                                     ("rest_keep_alive_handed_off", handing_off_ports["rest"])):
-                _, rest = native_load.wrk_rest(rest_port, body, 1, max(1, round(args.seconds / 4)))
-                seq[name].append(rest["p50_ms"])
+                seq[name].append(wrk_p50(rest_port, body, args.seconds))
     figures.update(sequential_summary(seq))
     for threads in THREADS:
         table = {str(c): {} for c in args.clients}
@@ -296,14 +294,24 @@ def native_figures(args, base, in_process):
 
 def native_sequential(args, ports):
     """Sequential batch-1 p50 ms with one h2load (gRPC) and one wrk (REST) connection, medians of the repeats."""
-    message = grpc_message()
+    message, body = grpc_message(), rest_body()
     grpc_runs, rest_runs = [], []
-    for _ in range(args.repeats):
-        _, latencies = native_load.h2load_grpc(ports["grpc"], message, 1, requests=310)
-        grpc_runs.append(float(np.percentile(latencies[10:], 50) * 1e3))
-        _, rest = native_load.wrk_rest(ports["rest"], rest_body(), 1, max(1, round(args.seconds / 4)))
-        rest_runs.append(rest["p50_ms"])
+    for _ in range(args.repeats):  # alternated, as in part 1
+        grpc_runs.append(h2load_p50(ports["grpc"], message))
+        rest_runs.append(wrk_p50(ports["rest"], body, args.seconds))
     return {"grpc_h2load_p50_ms": float(np.median(grpc_runs)), "rest_wrk_p50_ms": float(np.median(rest_runs))}
+
+
+def h2load_p50(port, message):
+    """p50 ms of 300 back-to-back `message`s on one h2load connection (after 10 unmeasured ones)."""
+    _, latencies = native_load.h2load_grpc(port, message, 1, requests=310)
+    return float(np.percentile(latencies[10:], 50) * 1e3)
+
+
+def wrk_p50(port, body, seconds):
+    """p50 ms of `body` POSTed back-to-back on one wrk connection for a quarter of `seconds` (at least 1 s)."""
+    _, percentiles = native_load.wrk_rest(port, body, 1, max(1, round(seconds / 4)))
+    return percentiles["p50_ms"]
 
 
 def wrk_stats(port, body, clients, seconds):
