@@ -12,7 +12,10 @@ then:
    babi version *without* its warm-up file, a corrupt version, and a new
    version *with* warm-up (TF Serving's `assets.extra` requests), so the
    swap latency with and without warm-up is measured side by side; and 50
-   slow-loris sockets that must be closed after the timeout;
+   slow-loris sockets that must be closed after the timeout. The new
+   versions are copies of version 1 (`--swap-versions copy`) or exports of the
+   same code with other weights, each from a process of its own, as a
+   retrained model arrives (`retrained`);
 4. the server's RSS, threads and open files sampled every 0.5 s, and after
    the load; then SIGTERM, which must exit 0.
 
@@ -21,6 +24,10 @@ latencies, tracebacks on the server's stderr, and writes all of it as JSON.
 
     KERAS_RELMEM_DATA=../shared/data python -m bench.serving_soak --requests 10000 \\
         --out bench/results/serving_soak.json
+
+`--server-flag=--reuse_graph_functions=false` (repeatable) passes a flag to the
+server: this one loads every new version in full, as before
+`keras_relmem.serving.reuse`, for a run beside the default.
 """
 
 import argparse
@@ -58,7 +65,21 @@ def export_models(base):
     return soak.Shapes(data.story_length, data.sentence_length, data.query_length, len(data.vocab), len(vocab))
 
 
-def start_with_models(base, stderr_path):
+def export_retrained(base, seed):
+    """Export the babi model of `export_models` with other weights as `base/babi/1`, from a new Python process.
+
+    A retrained model comes from another process: its functions are traced
+    afresh, and its tables are built from vocabulary files in another
+    temporary folder.
+    """
+    code = ("import keras, sys; keras.utils.set_random_seed(int(sys.argv[2])); "
+            "from bench.serving import export_babi_entnet; export_babi_entnet(sys.argv[1])")
+    subprocess.run([sys.executable, "-c", code, str(base), str(seed)], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, cwd=pathlib.Path(__file__).resolve().parents[1])
+    return pathlib.Path(base) / "babi" / "1"
+
+
+def start_with_models(base, stderr_path, server_flags=()):
     config = base / "models.config"
     config.write_text("model_config_list {\n" + "".join(
         f'  config {{ name: "{n}" base_path: "{base / n}" model_platform: "tensorflow" }}\n' for n in ("babi", "lm")
@@ -67,7 +88,8 @@ def start_with_models(base, stderr_path):
     monitoring.write_text('prometheus_config { enable: true, path: "/monitoring/prometheus/metrics" }\n')
     process, ports = start_server(
         ["--rest_api_port", str(free_port()), "--model_config_file", str(config), "--file_system_poll_wait_seconds",
-         "0.5", "--rest_api_timeout_in_ms", str(TIMEOUT_MS), "--monitoring_config_file", str(monitoring)],
+         "0.5", "--rest_api_timeout_in_ms", str(TIMEOUT_MS), "--monitoring_config_file", str(monitoring),
+         *server_flags],
         log_path=stderr_path)
     return process, ports["grpc"], ports["rest"]
 
@@ -102,13 +124,20 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=8, help="client threads")
     parser.add_argument("--bad-fraction", type=float, default=0.4)
     parser.add_argument("--slow-sockets", type=int, default=50)
+    parser.add_argument("--swap-versions", choices=("copy", "retrained"), default="copy",
+                        help="new versions are copies of version 1, or the same code's exports with other weights")
+    parser.add_argument("--server-flag", action="append", default=[], dest="server_flags",
+                        help="a flag for the server, e.g. --server-flag=--reuse_graph_functions=false")
     parser.add_argument("--out", default="bench/results/serving_soak.json")
     args = parser.parse_args(argv)
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="serving-soak-"))
     shapes = export_models(work)
+    sources = {version: work / "babi" / "1" for version in (2, 4)}
+    if args.swap_versions == "retrained":
+        sources = {version: export_retrained(work / f"retrained-{version}", version) for version in sources}
     stderr_path = work / "server.stderr"
-    process, grpc_port, rest_port = start_with_models(work, stderr_path)
+    process, grpc_port, rest_port = start_with_models(work, stderr_path, args.server_flags)
     result = {"arguments": vars(args), "rest_timeout_ms": TIMEOUT_MS}
     try:
         client = soak.Client("127.0.0.1", grpc_port, rest_port)
@@ -168,7 +197,7 @@ def main(argv=None):
                 time.sleep(0.05)
 
         def swap(version, warm):
-            shutil.copytree(work / "babi" / "1", work / "babi" / f".{version}")
+            shutil.copytree(sources[version], work / "babi" / f".{version}")
             if not warm:
                 (work / "babi" / f".{version}" / "assets.extra" / "tf_serving_warmup_requests").unlink()
             started = time.perf_counter() - began
@@ -257,6 +286,7 @@ def main(argv=None):
             result["sigterm_exit_code"] = "killed after 60 s"
         text = stderr_path.read_text()
         result["stderr_tracebacks"] = text.count("Traceback")
+        result["loads_reusing_graph_functions"] = text.count("runs on the graph functions of version")
         result["stderr_lines"] = len(text.splitlines())
 
     out = pathlib.Path(args.out)

@@ -20,6 +20,7 @@ import threading
 import grpc
 
 from keras_relmem.serving.errors import ServingError
+from keras_relmem.serving.reuse import NotReusable
 from keras_relmem.serving.servable import Servable
 
 log = logging.getLogger("keras_relmem.serving")
@@ -56,7 +57,13 @@ class ModelManager:
         poll_seconds: seconds between file-system polls; 0 polls once at
             start, negative never polls (as `--file_system_poll_wait_seconds`).
         servable_factory: builds a servable from (name, version, path);
-            `Servable` by default (tests swap in fakes).
+            None (the default) builds a `Servable` (tests swap in fakes).
+        reuse_functions: with the default factory, a new version whose
+            program equals a served version's (a retrained model exported by
+            the same code) runs on the served version's graph functions with
+            its own variables instead of being loaded in full
+            (`keras_relmem.serving.reuse`): milliseconds instead of a load's
+            long holds of the interpreter lock. False loads every version in full.
 
     Example:
 
@@ -67,13 +74,14 @@ class ModelManager:
     ```
     """
 
-    def __init__(self, configs, poll_seconds=1.0, servable_factory=Servable):
+    def __init__(self, configs, poll_seconds=1.0, servable_factory=None, reuse_functions=True):
         names = [config.name for config in configs]
         if len(set(names)) != len(names):
             raise ValueError(f"model names must be unique; received {names}.")
         self.configs = {config.name: config for config in configs}
         self.poll_seconds = poll_seconds
         self._factory = servable_factory
+        self.reuse_functions = reuse_functions
         self._lock = threading.Lock()
         self._loaded = {name: {} for name in self.configs}  # name -> {version: Servable}
         self._status = {name: {} for name in self.configs}  # name -> {version: VersionStatus}
@@ -218,13 +226,10 @@ class ModelManager:
         log.info("Loading servable version {name: %s version: %d} from %s", name, version, path)
         _handover.enter()
         try:
-            servable = self._factory(name, version, path)
-            warm_up = getattr(servable, "warm_up", None)
-            if warm_up is not None:
-                replayed = warm_up()
-                if replayed:
-                    log.info("Warmed up servable version {name: %s version: %d} with %d requests",
-                             name, version, replayed)
+            servable, replayed = self._create(name, version, path)
+            if replayed:
+                log.info("Warmed up servable version {name: %s version: %d} with %d requests",
+                         name, version, replayed)
         except Exception as error:  # a broken version must never take the server down
             message = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
             with self._lock:
@@ -241,6 +246,30 @@ class ModelManager:
         log.info("Successfully loaded servable version {name: %s version: %d}", name, version)
         return True
 
+    def _create(self, name, version, path):
+        """`(servable, warm-up requests replayed)`: built on a served version's functions when it can be
+        (`reuse`), else loaded in full at a lower CPU priority."""
+        if self._factory is None and self.reuse_functions:
+            with self._lock:
+                served = [s for _, s in sorted(self._loaded[name].items(), reverse=True)]
+            if served:
+                try:
+                    servable = Servable(name, version, path, donors=served, load_in_full=False)
+                except NotReusable as why:
+                    log.info("Servable version {name: %s version: %d} is loaded in full: %s", name, version, why)
+                else:
+                    log.info("Servable version {name: %s version: %d} runs on the graph functions of version %d "
+                             "with its own variables", name, version, servable.reused_version)
+                    # Milliseconds of work at the requests' own priority: a lower one would leave the
+                    # interpreter lock with a thread the kernel runs least.
+                    return servable, servable.warm_up()
+        return _run_politely(self._load_in_full, name, version, path)
+
+    def _load_in_full(self, name, version, path):
+        servable = (self._factory or Servable)(name, version, path)
+        warm_up = getattr(servable, "warm_up", None)
+        return servable, (warm_up() if warm_up is not None else 0)
+
     def start(self):
         """Poll once now (so the server starts with its models), then keep polling in the background."""
         if self.poll_seconds < 0:
@@ -252,8 +281,6 @@ class ModelManager:
         return self
 
     def _run(self):
-        # Loading a version is seconds of CPU work; the requests it shares the cores with come first.
-        _lower_this_threads_priority()
         while not self._stop.wait(self.poll_seconds):
             self.poll()
 
@@ -293,6 +320,30 @@ class _QuickGilHandover:
 
 
 _handover = _QuickGilHandover()
+
+
+def _run_politely(function, *args):
+    """`function(*args)` on a thread of its own at a lower CPU priority; returns or raises what it does.
+
+    Loading a version in full is seconds of CPU work; the requests it shares
+    the cores with come first. A thread of its own, because a thread cannot
+    raise its priority back where the user may not.
+    """
+    outcome = {}
+
+    def run():
+        _lower_this_threads_priority()
+        try:
+            outcome["value"] = function(*args)
+        except BaseException as error:  # handed to the caller, which reports it
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, name="model-loader", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def _lower_this_threads_priority(nice=10):

@@ -13,7 +13,7 @@ import tensorflow as tf
 from google.protobuf import message, text_format
 from tensorflow.core.protobuf import saved_model_pb2
 
-from keras_relmem.serving import tensors
+from keras_relmem.serving import reuse, tensors
 from keras_relmem.serving.errors import ServingError, invalid
 
 log = logging.getLogger("keras_relmem.serving")
@@ -63,6 +63,13 @@ class Servable:
         path: the version directory (`<base_path>/<version>`).
         flat_call: call signatures as their graph functions (`FlatCall`, the
             default) rather than by keyword; both answer the same.
+        donors: served versions of the same model, newest first. When one
+            has the same program (signatures, graph functions, tables and
+            constants; `keras_relmem.serving.reuse`), this version runs on
+            its graph functions with its own variables instead of being
+            loaded in full; `reused_version` then says which one.
+        load_in_full: False raises `reuse.NotReusable` where no donor
+            serves, instead of loading the version in full.
 
     Raises:
         Whatever loading raises (missing or corrupt files): the manager
@@ -79,14 +86,31 @@ class Servable:
     ```
     """
 
-    def __init__(self, name, version, path, flat_call=True):
+    def __init__(self, name, version, path, flat_call=True, donors=(), load_in_full=True):
         self.name = name
         self.version = int(version)
         self.path = str(path)
         meta_graph = _serve_meta_graph(path)
+        self.program = reuse.Program(path, meta_graph)
         self.signature_defs = {
             key: sig for key, sig in meta_graph.signature_def.items() if not key.startswith("__")
         }
+        self.reused_version = None
+        for donor in donors:
+            try:
+                self._run_on(donor)
+            except reuse.NotReusable as why:
+                log.info("Version %d of %s does not reuse version %d's graph functions: %s",
+                         self.version, name, donor.version, why)
+                continue
+            except Exception as error:  # a SavedModel the checks do not expect: a full load still serves it
+                log.warning("Version %d of %s could not be checked against version %d: %s: %s",
+                            self.version, name, donor.version, type(error).__name__, _first_line(error))
+                continue
+            self.reused_version = donor.version
+            return
+        if not load_in_full:
+            raise reuse.NotReusable(f"no served version of {name} has version {self.version}'s program")
         self._model = tf.saved_model.load(self.path, tags=["serve"])
         self._functions = dict(self._model.signatures)
         self.input_specs = {}
@@ -95,6 +119,23 @@ class Servable:
             _, kwargs = function.structured_input_signature
             self.input_specs[key] = dict(kwargs)
             self._flat_calls[key] = FlatCall.of(function) if flat_call else None
+
+    def _run_on(self, donor):
+        """Serve this version with `donor`'s graph functions and this version's variables (`reuse`).
+
+        Raises:
+            reuse.NotReusable: when anything but the variables' values differs.
+        """
+        if any(flat is None for flat in donor._flat_calls.values()):
+            raise reuse.NotReusable("the served version's signatures are called by keyword")
+        captures, self._variables = reuse.reused_captures(
+            self.program, donor.program, {key: flat.captures for key, flat in donor._flat_calls.items()})
+        # The first full load owns the functions and the shared tables: keep it alive, not the donor.
+        self._model = donor._model
+        # Names only: the donor's keyword signatures would compute with the donor's variables.
+        self._functions = dict.fromkeys(donor._functions)
+        self.input_specs = donor.input_specs
+        self._flat_calls = {key: flat.with_captures(captures[key]) for key, flat in donor._flat_calls.items()}
 
     def signature(self, signature_name):
         """The `SignatureDef` proto, or NOT_FOUND-style FAILED_PRECONDITION as TF Serving answers."""
@@ -256,7 +297,7 @@ class FlatCall:
     def __init__(self, function, input_aliases, output_aliases):
         self._graph_function = function.inference_fn
         # Resource handles of the model's variables: they live as long as the loaded model does.
-        self._captures = list(function.captured_inputs)
+        self.captures = list(function.captured_inputs)
         self.input_aliases = tuple(input_aliases)
         self.output_aliases = tuple(output_aliases)
 
@@ -281,10 +322,16 @@ class FlatCall:
             return None
         return cls(function, aliases, sorted(positions, key=positions.get))
 
+    def with_captures(self, captures):
+        """The same graph function called with other captures (another version's variables, in the same order)."""
+        flat = type(self).__new__(type(self))
+        flat.__dict__.update(self.__dict__, captures=list(captures))
+        return flat
+
     def __call__(self, tensors_in):
         """`{output alias: tf.Tensor}` for `{input alias: tf.Tensor}` (every alias, dtypes as the signature's)."""
         flat = self._graph_function.call_flat(*[tensors_in[alias] for alias in self.input_aliases],
-                                              *self._captures)
+                                              *self.captures)
         return dict(zip(self.output_aliases, flat))
 
 

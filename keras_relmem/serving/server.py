@@ -91,8 +91,23 @@ def build_parser():
         help="ops run at once; 0 (default) lets TensorFlow choose. With --enable_batching on a machine of "
              "few cores, 1 and 1 leave the cores to the batches (see docs/serving.md)",
     )
+    parser.add_argument(
+        "--reuse_graph_functions", type=_boolean, default=True, metavar="{true,false}",
+        help="a new version whose program equals a served version's (a retrained model from the same export "
+             "code) runs on the served version's graph functions with its own variables, a load of "
+             "milliseconds; false loads every version in full (default true)",
+    )
     parser.add_argument("--verbose", action="store_true", help="log every REST request")
     return parser
+
+
+def _boolean(text):
+    """`true`/`false` (as tensorflow_model_server's boolean flags), or an argparse error naming the value."""
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def model_configs(args):
@@ -174,7 +189,7 @@ class ModelServer:
         port: gRPC port (0 picks a free one; see `.port`).
         rest_api_port: REST port, 0 for none (-1 picks a free one; see `.rest_port`).
         host: address to bind.
-        poll_seconds, batching, max_request_bytes, max_threads: as the flags.
+        poll_seconds, batching, max_request_bytes, max_threads, reuse_functions: as the flags.
         rest_options: keyword arguments for `RestServer` (`timeout`,
             `num_threads`, `max_json_bytes`, `max_json_depth`, `inline_max_bytes`).
         metrics_path: serve Prometheus metrics at this REST path (None: no
@@ -190,11 +205,12 @@ class ModelServer:
     """
 
     def __init__(self, configs, port=8500, rest_api_port=0, host="127.0.0.1", poll_seconds=1.0,
-                 batching=None, max_request_bytes=64 << 20, max_threads=32, rest_options=None, metrics_path=None):
+                 batching=None, max_request_bytes=64 << 20, max_threads=32, rest_options=None, metrics_path=None,
+                 reuse_functions=True):
         if metrics_path and not rest_api_port:
             raise ValueError("Prometheus metrics are served on the REST port: give --rest_api_port too")
         self.host = host
-        self.manager = ModelManager(configs, poll_seconds)
+        self.manager = ModelManager(configs, poll_seconds, reuse_functions=reuse_functions)
         self.core = ServingCore(self.manager, batching)
         self.core.metrics = ServingMetrics() if metrics_path else None
         self.health = health.HealthServicer()
@@ -343,7 +359,7 @@ def main(argv=None):
         configs, port=args.port, rest_api_port=args.rest_api_port, host=args.host,
         poll_seconds=args.file_system_poll_wait_seconds, batching=batching,
         max_request_bytes=args.max_request_bytes, max_threads=args.grpc_max_threads,
-        rest_options=rest_options, metrics_path=metrics_path,
+        rest_options=rest_options, metrics_path=metrics_path, reuse_functions=args.reuse_graph_functions,
     )
     freeze_startup_heap()
     server.start()

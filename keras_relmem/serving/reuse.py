@@ -1,0 +1,287 @@
+"""A new version whose program is unchanged runs on the served version's graph functions.
+
+`tf.saved_model.load` rebuilds every function of a SavedModel as a Python
+graph. On a CPU that is a fifth of a second of work for the bAbI export, in
+pieces that hold Python's interpreter lock for up to tens of milliseconds at a
+time, and every request in flight waits for each piece. Yet a new version
+exported by the same code (a retrained model, or a copy of the same export)
+usually differs from the one serving only in its variables: its signatures run
+the very same functions. The manager then builds the new version from the
+served one: the same graph functions, called with new variables read from the
+new version's checkpoint, and sharing the served version's lookup tables and
+constants where those are provably equal (same creating functions, same asset
+files, same constant values). Anything else that differs, and the new version
+is loaded in full.
+
+Reference: the SavedModel format's object graph (`SavedObjectGraph`: every
+concrete function names the objects it captures, `bound_inputs`) and its
+checkpoint's object graph (`TrackableObjectGraph`), as `tf.saved_model.load`
+reads them.
+"""
+
+import collections
+import filecmp
+import pathlib
+
+import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+CHECKPOINT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+
+
+class NotReusable(Exception):
+    """Why a new version cannot run on a served version's functions; it is then loaded in full."""
+
+
+class Program:
+    """What a version's `saved_model.pb` says its signatures compute and capture.
+
+    Args:
+        path: the version directory.
+        meta_graph: its `MetaGraphDef` tagged `serve`.
+
+    Example:
+
+    ```python
+    program = Program("exports/babi/1", meta_graph)
+    program.signature_function("answer")   # '__inference_signature_wrapper_answer_4543'
+    ```
+    """
+
+    def __init__(self, path, meta_graph):
+        self.path = pathlib.Path(path)
+        self.meta_graph = meta_graph
+        self.objects = meta_graph.object_graph_def
+        self.library = {f.signature.name: f for f in meta_graph.graph_def.library.function}
+        self._constants = {n.name: n for n in meta_graph.graph_def.node if n.op == "Const"}
+        self._paths = None
+
+    def signature_function(self, key):
+        """The concrete function name behind signature `key` (the root's `signatures` child)."""
+        nodes = self.objects.nodes
+        for child in nodes[0].children if nodes else ():
+            if child.local_name == "signatures":
+                for signature in nodes[child.node_id].children:
+                    if signature.local_name == key:
+                        node = nodes[signature.node_id]
+                        if node.HasField("bare_concrete_function"):
+                            return node.bare_concrete_function.concrete_function_name
+        raise NotReusable(f"signature {key} has no concrete function in the object graph")
+
+    def bound_inputs(self, function_name):
+        """Node ids of the objects `function_name` captures, in the order of its captured inputs."""
+        if function_name not in self.objects.concrete_functions:
+            raise NotReusable(f"{function_name} is not a concrete function of the object graph")
+        return list(self.objects.concrete_functions[function_name].bound_inputs)
+
+    def closure(self, function_name, ignore_shared_names=False):
+        """The serialized FunctionDefs of `function_name` and of every function it calls, by name.
+
+        `ignore_shared_names` blanks the `shared_name` of resource ops (a lookup
+        table's holds the temporary path it was exported from).
+        """
+        seen, pending = {}, [function_name]
+        while pending:
+            name = pending.pop()
+            if name in seen:
+                continue
+            if name not in self.library:
+                raise NotReusable(f"function {name} is missing from the library")
+            function = self.library[name]
+            if ignore_shared_names:
+                function = _without_shared_names(function)
+            seen[name] = function.SerializeToString(deterministic=True)
+            pending.extend(_called_functions(self.library[name], self.library))
+        return sorted(seen.items())
+
+    def constant_value(self, node_id):
+        operation = self.objects.nodes[node_id].constant.operation
+        if operation not in self._constants:
+            raise NotReusable(f"constant {operation} is missing from the graph")
+        return self._constants[operation].attr["value"].SerializeToString(deterministic=True)
+
+    def asset_file(self, node_id):
+        index = self.objects.nodes[node_id].asset.asset_file_def_index
+        return self.path / "assets" / self.meta_graph.asset_file_def[index].filename
+
+    def object_path(self, node_id):
+        """The children's local names leading from the root to `node_id` (the shortest such path)."""
+        if self._paths is None:
+            self._paths = _shortest_paths(self.objects.nodes)
+        if node_id not in self._paths:
+            raise NotReusable(f"object {node_id} cannot be reached from the root")
+        return self._paths[node_id]
+
+
+def reused_captures(new, old, old_captures):
+    """The captures with which `old`'s signature functions compute `new`'s signatures.
+
+    Args:
+        new: the new version's `Program`.
+        old: the served version's `Program`.
+        old_captures: `{signature key: [captured tensor]}` of the served
+            version, in each signature function's capture order.
+
+    Returns:
+        `({signature key: [captured tensor]}, [tf.Variable])`: captures for the
+        new version (its own variables, the served version's tables, assets and
+        constants), and the new variables, which the caller keeps alive.
+
+    Raises:
+        NotReusable: naming the first difference that needs a full load.
+    """
+    if dict(new.meta_graph.signature_def) != dict(old.meta_graph.signature_def):
+        raise NotReusable("the signatures differ")
+    reader = _Checkpoint(new.path)
+    variables = {}  # node id -> tf.Variable, shared by the signatures that capture it
+    captures = {}
+    for key, served in old_captures.items():
+        name = new.signature_function(key)
+        if name != old.signature_function(key) or new.closure(name) != old.closure(name):
+            raise NotReusable(f"the graph functions of signature {key} differ")
+        new_ids, old_ids = new.bound_inputs(name), old.bound_inputs(name)
+        if not len(new_ids) == len(old_ids) == len(served):
+            raise NotReusable(f"signature {key} captures {len(new_ids)} objects, the served version {len(old_ids)}")
+        captures[key] = []
+        for new_id, old_id, capture in zip(new_ids, old_ids, served):
+            kind = new.objects.nodes[new_id].WhichOneof("kind")
+            if kind != old.objects.nodes[old_id].WhichOneof("kind"):
+                raise NotReusable(f"capture {new_id} of signature {key} is a {kind}, the served version's is not")
+            if kind == "variable":
+                if new_id not in variables:
+                    variables[new_id] = reader.variable(new, new_id, old.objects.nodes[old_id].variable)
+                captures[key].append(variables[new_id].handle)
+            else:
+                _check_shareable(new, new_id, old, old_id, reader)
+                captures[key].append(capture)
+    return captures, list(variables.values())
+
+
+def _check_shareable(new, new_id, old, old_id, reader, depth=0):
+    """A captured table, asset or constant of `new` equals `old`'s, so `old`'s may serve both."""
+    kind = new.objects.nodes[new_id].WhichOneof("kind")
+    if kind == "constant":
+        if new.constant_value(new_id) != old.constant_value(old_id):
+            raise NotReusable(f"constant {new.objects.nodes[new_id].constant.operation} differs")
+    elif kind == "asset":
+        new_file, old_file = new.asset_file(new_id), old.asset_file(old_id)
+        if not (new_file.is_file() and old_file.is_file() and filecmp.cmp(new_file, old_file, shallow=False)):
+            raise NotReusable(f"asset {new_file.name} differs")
+    elif kind == "resource" and depth == 0:
+        # A resource whose state is checkpointed (a mutable table) holds the new
+        # version's own values; one made only by its functions from its assets
+        # (a vocabulary table) is the same resource when those are the same.
+        if reader.has_state(new, new_id):
+            raise NotReusable(f"resource {new_id} has state in the checkpoint")
+        new_children = _function_children(new, new_id)
+        if new_children.keys() != _function_children(old, old_id).keys():
+            raise NotReusable(f"resource {new_id}'s functions differ")
+        old_children = _function_children(old, old_id)
+        for local_name, new_function in new_children.items():
+            old_function = old_children[local_name]
+            if new.closure(new_function, True) != old.closure(old_function, True):
+                raise NotReusable(f"resource {new_id}'s {local_name} differs")
+            new_bound, old_bound = new.bound_inputs(new_function), old.bound_inputs(old_function)
+            if len(new_bound) != len(old_bound):
+                raise NotReusable(f"resource {new_id}'s {local_name} captures differ")
+            for a, b in zip(new_bound, old_bound):
+                if (a == new_id) != (b == old_id) or (
+                        new.objects.nodes[a].WhichOneof("kind") != old.objects.nodes[b].WhichOneof("kind")):
+                    raise NotReusable(f"resource {new_id}'s {local_name} captures differ")
+                if a != new_id:  # the resource's own handle, which its initializer and destroyer take
+                    _check_shareable(new, a, old, b, reader, depth + 1)
+    else:
+        raise NotReusable(f"a captured {kind} cannot be shared between versions")
+
+
+def _function_children(program, node_id):
+    """`{local name: concrete function name}` of a resource's functions (`_create_resource`, `_initialize`...)."""
+    children = {}
+    for child in program.objects.nodes[node_id].children:
+        node = program.objects.nodes[child.node_id]
+        if node.HasField("function"):
+            names = list(node.function.concrete_functions)
+        elif node.HasField("bare_concrete_function"):
+            names = [node.bare_concrete_function.concrete_function_name]
+        else:
+            continue
+        if len(names) != 1:
+            raise NotReusable(f"resource {node_id}'s {child.local_name} has {len(names)} traces")
+        children[child.local_name] = names[0]
+    return children
+
+
+class _Checkpoint:
+    """The new version's `variables/` checkpoint: its values and its object graph."""
+
+    def __init__(self, path):
+        prefix = pathlib.Path(path) / "variables" / "variables"
+        try:
+            self._reader = tf.train.load_checkpoint(str(prefix))
+            graph = trackable_object_graph_pb2.TrackableObjectGraph()
+            graph.ParseFromString(self._reader.get_tensor(CHECKPOINT_GRAPH_KEY))
+        except (tf.errors.OpError, ValueError) as error:
+            raise NotReusable(f"cannot read {prefix}: {str(error).splitlines()[0]}") from None
+        self._nodes = graph.nodes
+
+    def _node(self, program, node_id):
+        """The checkpoint's node at the saved object graph's path to `node_id`."""
+        current = 0
+        for local_name in program.object_path(node_id):
+            children = {c.local_name: c.node_id for c in self._nodes[current].children}
+            if local_name not in children:
+                return None
+            current = children[local_name]
+        return self._nodes[current]
+
+    def has_state(self, program, node_id):
+        node = self._node(program, node_id)
+        return node is not None and len(node.attributes) > 0
+
+    def variable(self, program, node_id, served):
+        """A new `tf.Variable` with the checkpoint's value of object `node_id`, shaped as the `served` one."""
+        saved = program.objects.nodes[node_id].variable
+        node = self._node(program, node_id)
+        keys = [a.checkpoint_key for a in node.attributes if a.name == "VARIABLE_VALUE"] if node else []
+        if not keys:
+            raise NotReusable(f"variable {saved.name} has no value in the checkpoint")
+        value = self._reader.get_tensor(keys[0])
+        dtype = tf.dtypes.as_dtype(saved.dtype)
+        shape = tf.TensorShape(saved.shape)
+        if (saved.dtype != served.dtype or shape != tf.TensorShape(served.shape)
+                or tf.dtypes.as_dtype(value.dtype) != dtype or not shape.is_compatible_with(value.shape)):
+            raise NotReusable(f"variable {saved.name} changed dtype or shape")
+        return tf.Variable(value, dtype=dtype, trainable=False, name=saved.name or None)
+
+
+def _called_functions(function, library):
+    """Names of the library functions that `function`'s nodes call (as ops or through function attributes)."""
+    for node in function.node_def:
+        if node.op in library:
+            yield node.op
+        for value in node.attr.values():
+            if value.HasField("func"):
+                yield value.func.name
+            elif value.HasField("list"):
+                yield from (f.name for f in value.list.func)
+
+
+def _without_shared_names(function):
+    copy = type(function)()
+    copy.CopyFrom(function)
+    for node in copy.node_def:
+        if "shared_name" in node.attr:
+            node.attr["shared_name"].s = b""
+    return copy
+
+
+def _shortest_paths(nodes):
+    paths = {0: ()}
+    queue = collections.deque([0])
+    while queue:
+        current = queue.popleft()
+        for child in nodes[current].children:
+            if child.node_id not in paths:
+                paths[child.node_id] = paths[current] + (child.local_name,)
+                queue.append(child.node_id)
+    return paths

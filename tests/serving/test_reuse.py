@@ -1,0 +1,138 @@
+"""A new version with the served version's program runs on its graph functions, with its own variables.
+
+The versions are exported by `reuse_exporter.py`, each in a process of its
+own as a retrained model is; the expected answers are computed here from the
+exporter's formula, so a version answering with another version's weights,
+vocabulary or program fails.
+"""
+
+import gc
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from keras_relmem.serving import reuse
+from keras_relmem.serving.manager import ModelManager
+from keras_relmem.serving.servable import Servable
+from keras_relmem.serving.server import build_parser
+from tests.serving.conftest import configs_for
+from tests.serving.reuse_exporter import OFFSET
+
+EXPORTER = pathlib.Path(__file__).with_name("reuse_exporter.py")
+WORDS = np.array([b"a", b"c", b"zebra", b"b"], dtype=object)
+VERSIONS = {  # version: (scale, vocabulary, variant)
+    1: (1.0, ["a", "b", "c"], "plain"),
+    2: (2.0, ["a", "b", "c"], "plain"),      # retrained: only the weights differ
+    3: (3.0, ["c", "b", "a"], "plain"),      # another vocabulary
+    4: (4.0, ["a", "b", "c"], "doubled"),    # another program
+    6: (1.0, ["a", "b", "c"], "mutable"),
+    7: (2.0, ["a", "b", "c"], "mutable"),    # a checkpointed table with other contents
+}
+
+
+def expected(version, words=WORDS):
+    """The exporter's `score` and `extra`, computed in NumPy from its docstring."""
+    scale, vocabulary, variant = VERSIONS[version]
+    ids = np.array([vocabulary.index(w.decode()) if w.decode() in vocabulary else -1 for w in words])
+    w, b = scale * np.array([1.0, 2.0, 3.0]), scale
+    factor = 3.0 if variant == "doubled" else 2.0
+    score = np.where(ids >= 0, factor * w[np.maximum(ids, 0)] + b, b) + OFFSET
+    extra = np.where([word == b"a" for word in words], 10.0 * scale, -1.0)
+    return ids, score, extra
+
+
+@pytest.fixture(scope="module")
+def versions(tmp_path_factory):
+    base = tmp_path_factory.mktemp("reuse")
+    processes = []
+    for version, (scale, vocabulary, variant) in VERSIONS.items():
+        processes.append(subprocess.Popen(
+            [sys.executable, str(EXPORTER), str(base / "all" / str(version)), "--scale", str(scale),
+             "--words", *vocabulary, "--variant", variant], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+    for process in processes:
+        _, stderr = process.communicate(timeout=300)
+        assert process.returncode == 0, stderr.decode()[-2000:]
+    return base / "all"
+
+
+def answer(servable):
+    outputs = servable.call("serving_default", servable.check_inputs("serving_default", {"word": WORDS}))
+    return outputs
+
+
+def check(servable, version):
+    ids, score, extra = expected(version)
+    outputs = answer(servable)
+    np.testing.assert_array_equal(outputs["id"], ids)
+    np.testing.assert_allclose(outputs["score"], score, rtol=1e-6)
+    if "extra" in outputs:
+        np.testing.assert_allclose(outputs["extra"], extra)
+
+
+def test_a_retrained_version_runs_on_the_served_functions_with_its_own_weights(versions):
+    first = Servable("m", 1, versions / "1")
+    second = Servable("m", 2, versions / "2", donors=[first])
+    assert first.reused_version is None and second.reused_version == 1
+    check(second, 2)
+    check(first, 1)  # the served version still answers with its own weights
+    assert second.warm_up() == 1
+
+
+@pytest.mark.parametrize("version, why", [(3, "asset vocab.txt differs"), (4, "graph functions")])
+def test_another_vocabulary_or_program_is_loaded_in_full(versions, version, why):
+    first = Servable("m", 1, versions / "1")
+    with pytest.raises(reuse.NotReusable, match=why):
+        reuse.reused_captures(Servable("m", version, versions / str(version)).program, first.program,
+                              {key: flat.captures for key, flat in first._flat_calls.items()})
+    other = Servable("m", version, versions / str(version), donors=[first])
+    assert other.reused_version is None
+    check(other, version)
+
+
+def test_a_table_with_checkpointed_contents_is_never_shared(versions):
+    first = Servable("m", 6, versions / "6")
+    second = Servable("m", 7, versions / "7", donors=[first])
+    assert second.reused_version is None
+    check(second, 7)
+    assert answer(second)["extra"][0] == 20.0
+
+
+def test_a_reused_version_outlives_its_donor_and_lends_on(versions):
+    first = Servable("m", 1, versions / "1")
+    second = Servable("m", 2, versions / "2", donors=[first])
+    del first
+    gc.collect()
+    check(second, 2)
+    # A third version built from the second runs on the same functions (those of the first full load).
+    third = Servable("m", 1, versions / "1", donors=[second])
+    assert third.reused_version == 2
+    check(third, 1)
+    check(second, 2)
+
+
+def test_the_manager_reuses_unless_told_not_to(versions, tmp_path):
+    import shutil
+
+    for reuse_functions in (True, False):
+        base = tmp_path / str(reuse_functions)
+        shutil.copytree(versions / "1", base / "m" / "1")
+        manager = ModelManager(configs_for(base, ["m"]), poll_seconds=-1, reuse_functions=reuse_functions)
+        manager.poll()
+        shutil.copytree(versions / "2", base / "m" / "2")
+        manager.poll()
+        served = manager.get("m")
+        assert served.version == 2
+        assert served.reused_version == (1 if reuse_functions else None)
+        check(served, 2)
+        assert [state for _, state, _ in manager.status("m")] == ["AVAILABLE", "END"]
+
+
+def test_the_server_flag_takes_true_or_false():
+    parser = build_parser()
+    assert parser.parse_args([]).reuse_graph_functions is True
+    assert parser.parse_args(["--reuse_graph_functions=false"]).reuse_graph_functions is False
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--reuse_graph_functions=maybe"])
