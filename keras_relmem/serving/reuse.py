@@ -55,6 +55,8 @@ class Program:
         self.library = {f.signature.name: f for f in meta_graph.graph_def.library.function}
         self._constants = {n.name: n for n in meta_graph.graph_def.node if n.op == "Const"}
         self._paths = None
+        self._closures = {}  # function name -> names of it and all it calls
+        self._bytes = {}  # (function name, shared names blanked) -> serialized FunctionDef
 
     def signature_function(self, key):
         """The concrete function name behind signature `key` (the root's `signatures` child)."""
@@ -74,25 +76,55 @@ class Program:
             raise NotReusable(f"{function_name} is not a concrete function of the object graph")
         return list(self.objects.concrete_functions[function_name].bound_inputs)
 
-    def closure(self, function_name, ignore_shared_names=False):
-        """The serialized FunctionDefs of `function_name` and of every function it calls, by name.
+    def closure(self, function_name):
+        """The names of `function_name` and of every library function it calls, sorted."""
+        if function_name not in self._closures:
+            seen, pending = set(), [function_name]
+            while pending:
+                name = pending.pop()
+                if name in seen:
+                    continue
+                if name not in self.library:
+                    raise NotReusable(f"function {name} is missing from the library")
+                seen.add(name)
+                pending.extend(_called_functions(self.library[name], self.library))
+            self._closures[function_name] = tuple(sorted(seen))
+        return self._closures[function_name]
 
-        `ignore_shared_names` blanks the `shared_name` of resource ops (a lookup
-        table's holds the temporary path it was exported from).
-        """
-        seen, pending = {}, [function_name]
-        while pending:
-            name = pending.pop()
-            if name in seen:
-                continue
-            if name not in self.library:
-                raise NotReusable(f"function {name} is missing from the library")
+    def function_bytes(self, name, ignore_shared_names=False):
+        """FunctionDef `name` serialized; `ignore_shared_names` blanks the `shared_name` of resource ops (a
+        lookup table's holds the temporary path it was exported from)."""
+        key = (name, ignore_shared_names)
+        if key not in self._bytes:
             function = self.library[name]
             if ignore_shared_names:
                 function = _without_shared_names(function)
-            seen[name] = function.SerializeToString(deterministic=True)
-            pending.extend(_called_functions(self.library[name], self.library))
-        return sorted(seen.items())
+            self._bytes[key] = function.SerializeToString(deterministic=True)
+        return self._bytes[key]
+
+    def same_functions(self, name, served, ignore_shared_names=False):
+        """Whether function `name` and all it calls are `served`'s functions of the same names, byte for byte.
+
+        Only the served program's calls are walked: a function serialized
+        alike calls the same functions, so the new program's closure is the
+        served one's and is remembered without a walk of its own.
+        """
+        names = served.closure(name)
+        if any(n not in self.library or self.function_bytes(n, ignore_shared_names)
+               != served.function_bytes(n, ignore_shared_names) for n in names):
+            return False
+        self._closures[name] = names
+        return True
+
+    def prepare(self, keys):
+        """Walk and serialize the functions of signatures `keys` now (as part of a full load), so a later
+        version's comparison with this one only serializes its own."""
+        for key in keys:
+            try:
+                for name in self.closure(self.signature_function(key)):
+                    self.function_bytes(name)
+            except NotReusable:
+                continue
 
     def constant_value(self, node_id):
         operation = self.objects.nodes[node_id].constant.operation
@@ -137,7 +169,7 @@ def reused_captures(new, old, old_captures):
     captures = {}
     for key, served in old_captures.items():
         name = new.signature_function(key)
-        if name != old.signature_function(key) or new.closure(name) != old.closure(name):
+        if name != old.signature_function(key) or not new.same_functions(name, old):
             raise NotReusable(f"the graph functions of signature {key} differ")
         new_ids, old_ids = new.bound_inputs(name), old.bound_inputs(name)
         if not len(new_ids) == len(old_ids) == len(served):
@@ -179,7 +211,7 @@ def _check_shareable(new, new_id, old, old_id, reader, depth=0):
         old_children = _function_children(old, old_id)
         for local_name, new_function in new_children.items():
             old_function = old_children[local_name]
-            if new.closure(new_function, True) != old.closure(old_function, True):
+            if new_function != old_function or not new.same_functions(new_function, old, ignore_shared_names=True):
                 raise NotReusable(f"resource {new_id}'s {local_name} differs")
             new_bound, old_bound = new.bound_inputs(new_function), old.bound_inputs(old_function)
             if len(new_bound) != len(old_bound):

@@ -227,6 +227,23 @@ def test_a_failing_warm_up_record_fails_the_load_and_the_old_version_keeps_servi
     assert "tf_serving_warmup_requests: warm-up record 2 failed" in error and "ids" in error
 
 
+def test_a_damaged_warm_up_file_fails_the_load_naming_the_record(exports, tmp_path):
+    import shutil
+
+    from keras_relmem.export import WARMUP_FILE
+    from keras_relmem.serving.manager import ModelManager
+
+    shutil.copytree(exports.base / "lm" / "1", tmp_path / "lm" / "1")
+    shutil.copytree(exports.base / "lm" / "1", tmp_path / "lm" / "2")
+    records = (tmp_path / "lm" / "2" / WARMUP_FILE).read_bytes()
+    (tmp_path / "lm" / "2" / WARMUP_FILE).write_bytes(records[:-5])  # the last record cut short
+    manager = ModelManager(configs_for(tmp_path, ["lm"]), poll_seconds=0).start()
+    assert manager.get("lm").version == 1
+    (version, state, error), _ = manager.status("lm")
+    assert (version, state) == (2, "END")
+    assert "tf_serving_warmup_requests: warm-up record 8 is damaged" in error, error
+
+
 def test_prometheus_metrics_count_requests_by_model_signature_and_code(exports, tmp_path):
     from prometheus_client.parser import text_string_to_metric_families
 

@@ -1,0 +1,116 @@
+"""Version swaps under load, repeated: versions built on the served graph functions against full loads.
+
+Runs `bench.serving_soak` `--runs` times for each of four settings, each run
+in a process of its own:
+
+- `retrained`: the new versions are exports of the same code with other
+  weights, each exported by a process of its own (as a retrained model
+  arrives); `copy`: they are copies of version 1 (as the soak's earlier runs);
+- `reuse`: the server's default, a version with the served version's program
+  runs on its graph functions (`keras_relmem.serving.reuse`); `full`:
+  `--reuse_graph_functions=false`, every version loaded in full as before.
+
+The runs go round the four settings in turn, so a drift of the machine
+touches them alike. Each run's whole soak result is kept under `--workdir`
+as it finishes (a rerun skips the runs already there), and the summary, per
+run and per setting, is written to `--out`: each swap's slowest request over
+the run's steady p99 (the serving issue's bound is 2x), how long the version
+took to serve, and the failures.
+
+    KERAS_RELMEM_DATA=../shared/data python -m bench.serving_swaps --runs 3 \\
+        --out bench/results/serving_swaps.json
+"""
+
+import argparse
+import json
+import pathlib
+import statistics
+import subprocess
+import sys
+
+SETTINGS = {
+    "retrained_reuse": ["--swap-versions", "retrained"],
+    "retrained_full": ["--swap-versions", "retrained", "--server-flag=--reuse_graph_functions=false"],
+    "copy_reuse": ["--swap-versions", "copy"],
+    "copy_full": ["--swap-versions", "copy", "--server-flag=--reuse_graph_functions=false"],
+}
+
+
+def summary(soak):
+    """The swap figures of one soak result."""
+    load = soak["load"]
+    steady = load["steady_p99_ms"]
+    swaps = {}
+    for event in load["swaps"]:
+        if "available_after_s" not in event:
+            continue
+        key = "with_warm_up" if "with warm-up" in event["event"] else "without_warm_up"
+        swaps[key] = {"slowest_ms": event["slowest_ms"], "over_steady_p99": event["slowest_ms"] / steady,
+                      "available_after_s": event["available_after_s"], "requests": event["requests"]}
+    return {
+        "steady_p99_ms": steady,
+        "steady_slowest_ms": load["steady_slowest_ms"],
+        "swaps": swaps,
+        "worst_over_steady_p99": max(s["over_steady_p99"] for s in swaps.values()),
+        "good_requests": load["good_requests"],
+        "good_failed": load["good_failed"],
+        "bad_5xx_or_dropped": sum(load["bad_5xx_or_dropped"].values()),
+        "loads_reusing_graph_functions": soak.get("loads_reusing_graph_functions", 0),
+    }
+
+
+def run_once(setting, path):
+    command = [sys.executable, "-m", "bench.serving_soak", *SETTINGS[setting], "--out", str(path)]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=pathlib.Path(__file__).resolve().parents[1])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3, help="soak runs per setting")
+    parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=list(SETTINGS))
+    parser.add_argument("--workdir", default="runs/serving_swaps", help="each run's soak result, kept for reruns")
+    parser.add_argument("--out", default="bench/results/serving_swaps.json")
+    args = parser.parse_args(argv)
+
+    workdir = pathlib.Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    result = {"arguments": vars(args), "settings": {}}
+    for run in range(1, args.runs + 1):
+        for setting in args.settings:
+            path = workdir / f"{setting}_{run}.json"
+            if not path.is_file():
+                print(f"soak {setting}, run {run} of {args.runs}", flush=True)
+                run_once(setting, path)
+            entry = result["settings"].setdefault(setting, {"command": " ".join(SETTINGS[setting]), "runs": []})
+            entry["runs"].append(summary(json.loads(path.read_text())))
+    for entry in result["settings"].values():
+        worst = [r["worst_over_steady_p99"] for r in entry["runs"]]
+        entry["worst_over_steady_p99"] = {"best": min(worst), "median": statistics.median(worst), "worst": max(worst)}
+        entry["runs_within_2x"] = sum(w <= 2.0 for w in worst)
+        entry["good_failed"] = sum(r["good_failed"] for r in entry["runs"])
+        entry["bad_5xx_or_dropped"] = sum(r["bad_5xx_or_dropped"] for r in entry["runs"])
+    out = pathlib.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    print(markdown(result))
+    return 0
+
+
+def markdown(result):
+    """One row per setting and run: each swap's slowest request over the steady p99, and the failures."""
+    lines = ["| setting | run | steady p99 ms | swap without warm-up records | swap with them | "
+             "reused loads | good failed |", "|---|---|---|---|---|---|---|"]
+    for setting, entry in result["settings"].items():
+        for index, run in enumerate(entry["runs"], start=1):
+            cells = []
+            for key in ("without_warm_up", "with_warm_up"):
+                swap = run["swaps"].get(key)
+                cells.append(f"{swap['slowest_ms']:.1f} ms ({swap['over_steady_p99']:.2f}x), serving after "
+                             f"{swap['available_after_s']:.2f} s" if swap else "-")
+            lines.append(f"| {setting} | {index} | {run['steady_p99_ms']:.1f} | {cells[0]} | {cells[1]} | "
+                         f"{run['loads_reusing_graph_functions']} | {run['good_failed']} of {run['good_requests']} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
