@@ -156,3 +156,38 @@ def test_a_swap_window_ends_where_the_next_event_begins():
     events = [{"event": "v2", "t": 1.0, "available_after_s": 1.5}, {"event": "v3 (corrupt)", "t": 3.0},
               {"event": "v4", "t": 6.0, "available_after_s": 1.0}, {"event": "v5", "t": 8.5, "available_after_s": None}]
     assert swap_windows(events) == {"v2": (1.0, 3.0), "v4": (6.0, 8.5), "v5": (8.5, 11.5)}
+
+
+def _soak_result(steady_p99, without, with_warm_up, reused):
+    swap = {"event": "version 2 (without warm-up)", "t": 1.0, "available_after_s": 0.3, "slowest_ms": without,
+            "requests": 100}
+    warm = {"event": "version 4 (with warm-up)", "t": 5.0, "available_after_s": 0.4, "slowest_ms": with_warm_up,
+            "requests": 200}
+    return {"load": {"steady_p99_ms": steady_p99, "steady_slowest_ms": 2 * steady_p99,
+                     "swaps": [swap, {"event": "version 3 (corrupt)", "t": 3.0}, warm],
+                     "good_requests": 1000, "good_failed": 0, "bad_5xx_or_dropped": {}},
+            "loads_reusing_graph_functions": reused}
+
+
+def test_serving_swaps_summarises_each_run_and_resumes(tmp_path, monkeypatch):
+    from bench import serving_swaps
+
+    made = []
+
+    def fake_run(setting, path):
+        made.append(setting)
+        slowest = 15.0 if setting.endswith("reuse") else 40.0
+        path.write_text(json.dumps(_soak_result(10.0, slowest, slowest / 2, 2 if setting.endswith("reuse") else 0)))
+
+    monkeypatch.setattr(serving_swaps, "run_once", fake_run)
+    argv = ["--runs", "2", "--workdir", str(tmp_path / "runs"), "--out", str(tmp_path / "swaps.json")]
+    serving_swaps.main(argv)
+    assert made == list(serving_swaps.SETTINGS) * 2
+    result = json.loads((tmp_path / "swaps.json").read_text())
+    reuse, full = result["settings"]["retrained_reuse"], result["settings"]["retrained_full"]
+    assert reuse["runs"][0]["swaps"]["without_warm_up"]["over_steady_p99"] == 1.5
+    assert reuse["worst_over_steady_p99"] == {"best": 1.5, "median": 1.5, "worst": 1.5}
+    assert (reuse["runs_within_2x"], full["runs_within_2x"]) == (2, 0)
+    assert "| retrained_full | 2 | 10.0 | 40.0 ms (4.00x), serving after 0.30 s |" in serving_swaps.markdown(result)
+    serving_swaps.main(argv)  # every run is on disk: nothing runs again
+    assert len(made) == 8
