@@ -29,6 +29,7 @@ from tensorflow_serving.config import model_server_config_pb2
 
 from keras_relmem.serving.batching import parse_batching_parameters
 from keras_relmem.serving.core import ServingCore
+from keras_relmem.serving.grpc_aio import AsyncGrpcServer, AsyncPredictionService
 from keras_relmem.serving.grpc_api import ModelService, PredictionService
 from keras_relmem.serving.manager import ModelManager
 from keras_relmem.serving.metrics import ServingMetrics, read_monitoring_config
@@ -62,6 +63,11 @@ def build_parser():
         help="largest request accepted over gRPC and REST (default 64 MiB)",
     )
     parser.add_argument("--grpc_max_threads", type=int, default=32, help="gRPC worker threads (default 32)")
+    parser.add_argument(
+        "--grpc_asyncio", type=_boolean, default=None, metavar="{true,false}",
+        help="serve gRPC on its asyncio server, where a Predict waits for its batch without holding a thread "
+             "(default: true with --enable_batching, false without)",
+    )
     parser.add_argument(
         "--rest_api_timeout_in_ms", type=int, default=30000,
         help="REST: a request must arrive and be answered within this time (504/408 otherwise), and idle "
@@ -190,6 +196,9 @@ class ModelServer:
         rest_api_port: REST port, 0 for none (-1 picks a free one; see `.rest_port`).
         host: address to bind.
         poll_seconds, batching, max_request_bytes, max_threads, reuse_functions: as the flags.
+        grpc_asyncio: serve gRPC on its asyncio server (`grpc_aio`), where a
+            Predict awaits its batch on the event loop; None (the default)
+            does so exactly when batching is on.
         rest_options: keyword arguments for `RestServer` (`timeout`,
             `num_threads`, `max_json_bytes`, `max_json_depth`, `inline_max_bytes`).
         metrics_path: serve Prometheus metrics at this REST path (None: no
@@ -206,7 +215,7 @@ class ModelServer:
 
     def __init__(self, configs, port=8500, rest_api_port=0, host="127.0.0.1", poll_seconds=1.0,
                  batching=None, max_request_bytes=64 << 20, max_threads=32, rest_options=None, metrics_path=None,
-                 reuse_functions=True):
+                 reuse_functions=True, grpc_asyncio=None):
         if metrics_path and not rest_api_port:
             raise ValueError("Prometheus metrics are served on the REST port: give --rest_api_port too")
         self.host = host
@@ -214,20 +223,24 @@ class ModelServer:
         self.core = ServingCore(self.manager, batching)
         self.core.metrics = ServingMetrics() if metrics_path else None
         self.health = health.HealthServicer()
-        self._grpc = grpc.server(
-            concurrent.futures.ThreadPoolExecutor(max_workers=max_threads),
-            options=[
-                ("grpc.max_receive_message_length", max_request_bytes),
-                ("grpc.max_send_message_length", -1),
-                # gRPC sets SO_REUSEPORT by default, so a second server on a busy
-                # port would silently share its traffic (and port 0 may pick a port
-                # another server holds): a busy port must be an error instead.
-                ("grpc.so_reuseport", 0),
-            ],
-        )
-        prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(self.core), self._grpc)
-        model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(self.core), self._grpc)
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._grpc)
+        options = [
+            ("grpc.max_receive_message_length", max_request_bytes),
+            ("grpc.max_send_message_length", -1),
+            # gRPC sets SO_REUSEPORT by default, so a second server on a busy
+            # port would silently share its traffic (and port 0 may pick a port
+            # another server holds): a busy port must be an error instead.
+            ("grpc.so_reuseport", 0),
+        ]
+        self.grpc_asyncio = batching is not None if grpc_asyncio is None else bool(grpc_asyncio)
+        if self.grpc_asyncio:
+            self._grpc = AsyncGrpcServer(options, max_threads)
+            server, prediction = self._grpc.server, AsyncPredictionService(self.core, self._grpc.executor)
+        else:
+            self._grpc = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=max_threads), options=options)
+            server, prediction = self._grpc, PredictionService(self.core)
+        prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(prediction, server)
+        model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(self.core), server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         try:
             self.port = self._grpc.add_insecure_port(f"{host}:{port}")
         except RuntimeError as error:  # grpc raises RuntimeError("Failed to bind ...")
@@ -360,6 +373,7 @@ def main(argv=None):
         poll_seconds=args.file_system_poll_wait_seconds, batching=batching,
         max_request_bytes=args.max_request_bytes, max_threads=args.grpc_max_threads,
         rest_options=rest_options, metrics_path=metrics_path, reuse_functions=args.reuse_graph_functions,
+        grpc_asyncio=args.grpc_asyncio,
     )
     freeze_startup_heap()
     server.start()
