@@ -98,6 +98,8 @@ def grpc_call(port):
 # The server flag that sends every REST request to a worker thread (the REST path before lone clients were
 # answered on the event loop's thread), measured beside the default in one run.
 HAND_OFF = ["--rest_api_inline_max_bytes", "0"]
+# The flag that keeps gRPC on the synchronous server with batching on (before `grpc_aio`).
+SYNC_GRPC = ["--grpc_asyncio=false"]
 
 
 def rest_body():
@@ -285,7 +287,12 @@ def native_figures(args, base, in_process):
                     rate, latencies = native_load.h2load_grpc(ports["grpc"], message, clients, seconds=args.seconds)
                     table[str(clients)][label] = stats(latencies, rate)
                     rest_table[str(clients)][label] = wrk_stats(ports["rest"], body, clients, args.seconds)
-        figures[f"clients_{threads}"] = client_rows(table)
+        # The batching server's gRPC on the synchronous server (before `grpc_aio`), beside the asyncio one.
+        with running_server(server_flags(base, True, threads) + SYNC_GRPC) as ports:
+            for clients in args.clients:
+                rate, latencies = native_load.h2load_grpc(ports["grpc"], message, clients, seconds=args.seconds)
+                table[str(clients)]["batched_sync_grpc"] = stats(latencies, rate)
+        figures[f"clients_{threads}"] = client_rows(table, ["batched_sync_grpc"])
         figures[f"rest_clients_{threads}"] = client_rows(rest_table)
     figures["clients"] = figures["clients_one_thread_each"]
     figures["rest_clients"] = figures["rest_clients_one_thread_each"]
@@ -403,6 +410,12 @@ def markdown(result):
                     lines.append(f"| {clients} | {row['unbatched_rps']:.0f} | {row['unbatched_p99_ms']:.1f} | "
                                  f"{row['batched_rps']:.0f} | {row['batched_p99_ms']:.1f} | "
                                  f"{row['batched_over_unbatched']:.2f}x |")
+                synchronous = [(clients, row["batched_sync_grpc"]) for clients, row
+                               in native[f"{key}_{threads}"].items()
+                               if "batched_sync_grpc" in row]
+                lines += [""] if synchronous else []
+                lines += [f"- {clients} clients, batched on the synchronous gRPC server (`--grpc_asyncio=false`): "
+                          f"{row['rps']:.0f} req/s, p99 {row['p99_ms']:.1f} ms" for clients, row in synchronous]
     if "baseline" in result:
         old, new = result["baseline"]["baseline"], result["baseline"]["this"]
         lines += [f"- old vs new server in this run: gRPC p50 {old['grpc_p50_ms']:.2f} -> {new['grpc_p50_ms']:.2f} ms, "
