@@ -6,6 +6,7 @@ exporter's formula, so a version answering with another version's weights,
 vocabulary or program fails.
 """
 
+import concurrent.futures
 import gc
 import pathlib
 import subprocess
@@ -18,7 +19,7 @@ from keras_relmem.serving import reuse
 from keras_relmem.serving.manager import ModelManager
 from keras_relmem.serving.servable import Servable
 from keras_relmem.serving.server import build_parser
-from tests.serving.conftest import configs_for
+from tests.serving.conftest import configs_for, needs_data
 from tests.serving.reuse_exporter import OFFSET
 
 EXPORTER = pathlib.Path(__file__).with_name("reuse_exporter.py")
@@ -136,3 +137,23 @@ def test_the_server_flag_takes_true_or_false():
     assert parser.parse_args(["--reuse_graph_functions=false"]).reuse_graph_functions is False
     with pytest.raises(SystemExit):
         parser.parse_args(["--reuse_graph_functions=maybe"])
+
+
+@needs_data
+def test_a_retrained_babi_export_answers_as_its_own_full_load(tmp_path):
+    """Our own export (Keras model, two signatures, vocabulary tables, a dozen variables), retrained as a
+    separate process exports it: built on the served functions, it answers as the same files loaded in full."""
+    from bench.serving_soak import export_retrained
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        first, second = pool.map(lambda seed: export_retrained(tmp_path / str(seed), seed), (1, 2))
+    served = Servable("babi", 1, first)
+    reused = Servable("babi", 2, second, donors=[served])
+    assert reused.reused_version == 1
+    full = Servable("babi", 2, second)
+    inputs = {"story": np.array([["Mary went to the kitchen.", "John moved to the garden."]], dtype=object),
+              "question": np.array(["Where is Mary?"], dtype=object)}
+    answers = {name: s.call("answer", s.check_inputs("answer", inputs))["probabilities"]
+               for name, s in (("served", served), ("reused", reused), ("full", full))}
+    np.testing.assert_allclose(answers["reused"], answers["full"], rtol=1e-6)
+    assert not np.allclose(answers["reused"], answers["served"])
