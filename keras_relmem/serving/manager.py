@@ -248,10 +248,10 @@ class ModelManager:
 
     def _create(self, name, version, path):
         """`(servable, warm-up requests replayed)`: built on a served version's functions when it can be
-        (`reuse`), else loaded in full at a lower CPU priority."""
+        (`reuse`), else loaded in full, at a lower CPU priority when a version of the model already serves."""
+        with self._lock:
+            served = [s for _, s in sorted(self._loaded[name].items(), reverse=True)]
         if self._factory is None and self.reuse_functions:
-            with self._lock:
-                served = [s for _, s in sorted(self._loaded[name].items(), reverse=True)]
             if served:
                 try:
                     servable = Servable(name, version, path, donors=served, load_in_full=False)
@@ -263,6 +263,10 @@ class ModelManager:
                     # Milliseconds of work at the requests' own priority: a lower one would leave the
                     # interpreter lock with a thread the kernel runs least.
                     return servable, servable.warm_up()
+        if not served:
+            # Nothing to be polite to; and threads inherit their creator's priority, so the thread pools
+            # TensorFlow starts during a first load would run every later request at the lower one.
+            return self._load_in_full(name, version, path)
         return _run_politely(self._load_in_full, name, version, path)
 
     def _load_in_full(self, name, version, path):

@@ -201,3 +201,27 @@ def test_overlapping_loads_restore_the_switch_interval_they_found():
     assert sys.getswitchinterval() == min(before, 0.001)
     handover.exit()
     assert sys.getswitchinterval() == before
+
+
+def test_a_first_version_loads_on_the_calling_thread_and_a_swap_on_a_thread_of_its_own(tmp_path):
+    """A lower priority is inherited by every thread the loading thread starts (TensorFlow's thread pools
+    start during the first load), so only loads beside a serving version run on the low-priority thread."""
+    import threading
+
+    from keras_relmem.serving.manager import ModelManager
+    from tests.serving.conftest import FakeServable
+
+    threads = {}
+
+    class Recording(FakeServable):
+        def __init__(self, name, version, path):
+            super().__init__(name, version, path)
+            threads[version] = threading.current_thread().name
+
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    manager = ModelManager(configs_for(tmp_path, ["m"]), poll_seconds=-1, servable_factory=Recording)
+    manager.poll()
+    (tmp_path / "m" / "2").mkdir()
+    manager.poll()
+    assert threads == {1: threading.current_thread().name, 2: "model-loader"}
+    assert manager.get("m").version == 2
