@@ -20,18 +20,11 @@ TensorFlow thread each, and about as many with TensorFlow's default threads
 
 import asyncio
 import concurrent.futures
-import logging
 import threading
 
 import grpc
-from tensorflow_serving.apis import predict_pb2
 
-from keras_relmem.serving import tensors
-from keras_relmem.serving.errors import ServingError
-from keras_relmem.serving.grpc_api import PredictionService, _fill_spec, _spec, _to_array
-from keras_relmem.serving.metrics import RequestRecord
-
-log = logging.getLogger("keras_relmem.serving")
+from keras_relmem.serving.grpc_api import PredictionService, _guarded, predict_inputs, predict_response
 
 
 class AsyncPredictionService(PredictionService):
@@ -54,28 +47,9 @@ class AsyncPredictionService(PredictionService):
         super().__init__(core)
         self._executor = executor
 
-    async def Predict(self, request, context):
-        record = RequestRecord("GRPC", "predict", getattr(self.core, "metrics", None))
-        record.model = request.model_spec.name
-        try:
-            response = await self._predict(request, record)
-        except ServingError as error:
-            record.finish(error.code.name)
-            await context.abort(error.code, error.message)
-        except Exception as error:  # the server must survive anything a request triggers
-            log.error("Predict failed: %s: %s", type(error).__name__, error)
-            log.debug("Predict failure", exc_info=True)
-            record.finish("INTERNAL")
-            await context.abort(grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}")
-        record.finish("OK")
-        return response
-
-    async def _predict(self, request, record):
-        name, version, label, signature_name = _spec(request.model_spec)
-        inputs = {alias: _to_array(alias, proto) for alias, proto in request.inputs.items()}
-        servable = self.core.manager.get(name, version, label)
-        key, _ = servable.signature(signature_name)
-        record.served_by(servable, key)
+    @_guarded("predict")
+    async def Predict(self, request, context, record):
+        servable, key, inputs = predict_inputs(self.core, request, record)
         output_filter = tuple(request.output_filter)
         servable.check_outputs(key, output_filter)
         loop = asyncio.get_running_loop()
@@ -86,11 +60,7 @@ class AsyncPredictionService(PredictionService):
             outputs = await future
             if output_filter:
                 outputs = {alias: outputs[alias] for alias in output_filter}
-        response = predict_pb2.PredictResponse()
-        _fill_spec(response.model_spec, servable, key)
-        for alias, value in outputs.items():
-            response.outputs[alias].CopyFrom(tensors.to_proto(value))
-        return response
+        return predict_response(servable, key, outputs)
 
 
 class AsyncGrpcServer:

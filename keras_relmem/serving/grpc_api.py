@@ -5,6 +5,7 @@ The request and response messages are the official ones from
 """
 
 import functools
+import inspect
 import logging
 
 import grpc
@@ -43,27 +44,47 @@ def _guarded(api):
     """Turn every failure into a gRPC status (a request can never take the server down) and count it.
 
     The method gets a `RequestRecord` as its third argument, to say which
-    servable and signature answered.
+    servable and signature answered. A coroutine method (asyncio's server)
+    gets a coroutine wrapper, which awaits the abort as that server wants.
     """
 
     def decorate(method):
-        @functools.wraps(method)
-        def wrapper(self, request, context):
+        def started(self, request):
             record = RequestRecord("GRPC", api, getattr(self.core, "metrics", None))
             spec = getattr(request, "model_spec", None)
             record.model = spec.name if spec is not None else None
-            try:
-                response = method(self, request, context, record)
-            except ServingError as error:
+            return record
+
+        def failure(record, error):
+            """The status and message of a failed call, counted and (unless the request's fault) logged."""
+            if isinstance(error, ServingError):
                 record.finish(error.code.name)
-                context.abort(error.code, error.message)
-            except Exception as error:  # the server must survive anything a request triggers
-                log.error("%s failed: %s: %s", method.__name__, type(error).__name__, error)
-                log.debug("%s failure", method.__name__, exc_info=True)
-                record.finish("INTERNAL")
-                context.abort(grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}")
-            record.finish("OK")
-            return response
+                return error.code, error.message
+            log.error("%s failed: %s: %s", method.__name__, type(error).__name__, error)
+            log.debug("%s failure", method.__name__, exc_info=True)
+            record.finish("INTERNAL")
+            return grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}"
+
+        if inspect.iscoroutinefunction(method):
+            @functools.wraps(method)
+            async def wrapper(self, request, context):
+                record = started(self, request)
+                try:
+                    response = await method(self, request, context, record)
+                except Exception as error:  # the server must survive anything a request triggers
+                    await context.abort(*failure(record, error))
+                record.finish("OK")
+                return response
+        else:
+            @functools.wraps(method)
+            def wrapper(self, request, context):
+                record = started(self, request)
+                try:
+                    response = method(self, request, context, record)
+                except Exception as error:  # the server must survive anything a request triggers
+                    context.abort(*failure(record, error))
+                record.finish("OK")
+                return response
 
         return wrapper
 
@@ -84,6 +105,25 @@ def _fill_spec(target, servable, signature_name):
         target.signature_name = signature_name
 
 
+def predict_inputs(core, request, record):
+    """`(servable, signature key, {alias: np.ndarray})` of a `PredictRequest`, recorded as served by them."""
+    name, version, label, signature_name = _spec(request.model_spec)
+    inputs = {alias: _to_array(alias, proto) for alias, proto in request.inputs.items()}
+    servable = core.manager.get(name, version, label)
+    key, _ = servable.signature(signature_name)
+    record.served_by(servable, key)
+    return servable, key, inputs
+
+
+def predict_response(servable, key, outputs):
+    """The `PredictResponse` of `{alias: np.ndarray}` outputs of `servable`'s signature `key`."""
+    response = predict_pb2.PredictResponse()
+    _fill_spec(response.model_spec, servable, key)
+    for alias, value in outputs.items():
+        response.outputs[alias].CopyFrom(tensors.to_proto(value))
+    return response
+
+
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     """Predict, GetModelMetadata, and Classify/Regress for signatures with those methods.
 
@@ -102,17 +142,9 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
     @_guarded("predict")
     def Predict(self, request, context, record):
-        name, version, label, signature_name = _spec(request.model_spec)
-        inputs = {alias: _to_array(alias, proto) for alias, proto in request.inputs.items()}
-        servable = self.core.manager.get(name, version, label)
-        key, _ = servable.signature(signature_name)
-        record.served_by(servable, key)
+        servable, key, inputs = predict_inputs(self.core, request, record)
         servable, key, outputs = self.core.predict_on(servable, key, inputs, tuple(request.output_filter))
-        response = predict_pb2.PredictResponse()
-        _fill_spec(response.model_spec, servable, key)
-        for alias, value in outputs.items():
-            response.outputs[alias].CopyFrom(tensors.to_proto(value))
-        return response
+        return predict_response(servable, key, outputs)
 
     @_guarded("metadata")
     def GetModelMetadata(self, request, context, record):

@@ -251,18 +251,17 @@ class ModelManager:
         (`reuse`), else loaded in full, at a lower CPU priority when a version of the model already serves."""
         with self._lock:
             served = [s for _, s in sorted(self._loaded[name].items(), reverse=True)]
-        if self._factory is None and self.reuse_functions:
-            if served:
-                try:
-                    servable = Servable(name, version, path, donors=served, load_in_full=False)
-                except NotReusable as why:
-                    log.info("Servable version {name: %s version: %d} is loaded in full: %s", name, version, why)
-                else:
-                    log.info("Servable version {name: %s version: %d} runs on the graph functions of version %d "
-                             "with its own variables", name, version, servable.reused_version)
-                    # Milliseconds of work at the requests' own priority: a lower one would leave the
-                    # interpreter lock with a thread the kernel runs least.
-                    return servable, servable.warm_up()
+        if served and self._factory is None and self.reuse_functions:
+            try:
+                servable = Servable(name, version, path, donors=served, load_in_full=False)
+            except NotReusable as why:
+                log.info("Servable version {name: %s version: %d} is loaded in full: %s", name, version, why)
+            else:
+                log.info("Servable version {name: %s version: %d} runs on the graph functions of version %d "
+                         "with its own variables", name, version, servable.reused_version)
+                # Milliseconds of work at the requests' own priority: a lower one would leave the
+                # interpreter lock with a thread the kernel runs least.
+                return servable, servable.warm_up()
         if not served:
             # Nothing to be polite to; and threads inherit their creator's priority, so the thread pools
             # TensorFlow starts during a first load would run every later request at the lower one.

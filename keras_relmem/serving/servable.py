@@ -4,6 +4,7 @@ The server never imports the code that built a model: it loads the SavedModel
 with `tf.saved_model.load` and calls its signatures, as TF Serving does.
 """
 
+import copy
 import logging
 import pathlib
 
@@ -332,8 +333,8 @@ class FlatCall:
 
     def with_captures(self, captures):
         """The same graph function called with other captures (another version's variables, in the same order)."""
-        flat = type(self).__new__(type(self))
-        flat.__dict__.update(self.__dict__, captures=list(captures))
+        flat = copy.copy(self)
+        flat.captures = list(captures)
         return flat
 
     def __call__(self, tensors_in):
