@@ -65,7 +65,7 @@ def predict_request(model, inputs, signature="serving_default", version=None, ou
     if version is not None:
         request.model_spec.version.value = int(version)
     for alias, value in inputs.items():
-        request.inputs[alias].CopyFrom(tensors.to_proto(value))
+        tensors.fill_proto(request.inputs[alias], value)
     request.output_filter.extend(output_filter)
     return request
 

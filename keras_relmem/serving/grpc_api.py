@@ -120,7 +120,7 @@ def predict_response(servable, key, outputs):
     response = predict_pb2.PredictResponse()
     _fill_spec(response.model_spec, servable, key)
     for alias, value in outputs.items():
-        response.outputs[alias].CopyFrom(tensors.to_proto(value))
+        tensors.fill_proto(response.outputs[alias], value)
     return response
 
 

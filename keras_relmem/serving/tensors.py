@@ -17,6 +17,7 @@ to_array(proto)   # array([[0, 1, 2], [3, 4, 5]], dtype=int32)
 ```
 """
 
+import functools
 import math
 import sys
 
@@ -82,26 +83,38 @@ def to_proto(array):
     Returns:
         A `tensorflow.TensorProto`.
     """
+    return fill_proto(tensor_pb2.TensorProto(), array)
+
+
+def fill_proto(proto, array):
+    """Write `array` into the empty `TensorProto` `proto` (a response's map entry, say) as `to_proto` would.
+
+    Filling the response's own entry saves building a message and copying it in.
+    Returns `proto`.
+    """
     array = np.asarray(array)
     enum = _ENUM.get(array.dtype.newbyteorder("="))  # the type whatever its byte order
     if enum is not None and _LITTLE:
-        proto = tensor_pb2.TensorProto(dtype=enum, tensor_shape=_shape_proto(array.shape))
+        proto.dtype = enum
+        proto.tensor_shape.CopyFrom(_shape_proto(array.shape))
         proto.tensor_content = np.ascontiguousarray(array, array.dtype.newbyteorder("<")).tobytes()
         return proto
     if array.dtype.kind in "OSU":
         items = array.ravel().tolist()
-        if all(isinstance(item, bytes) for item in items):
-            return _string_proto(items, array.shape)
-        if all(isinstance(item, (bytes, str)) for item in items):
-            return _string_proto([i.encode("utf-8") if isinstance(i, str) else i for i in items], array.shape)
-    return tf.make_tensor_proto(array)
-
-
-def _string_proto(items, shape):
-    proto = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, tensor_shape=_shape_proto(shape))
-    proto.string_val.extend(items)
+        if not all(isinstance(item, bytes) for item in items):
+            if not all(isinstance(item, (bytes, str)) for item in items):
+                proto.CopyFrom(tf.make_tensor_proto(array))
+                return proto
+            items = [i.encode("utf-8") if isinstance(i, str) else i for i in items]
+        proto.dtype = types_pb2.DT_STRING
+        proto.tensor_shape.CopyFrom(_shape_proto(array.shape))
+        proto.string_val.extend(items)
+        return proto
+    proto.CopyFrom(tf.make_tensor_proto(array))
     return proto
 
 
+@functools.lru_cache(maxsize=256)
 def _shape_proto(shape):
+    # Cached: a server answers the same few shapes over and over, and the proto is only ever copied from.
     return tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in shape])
