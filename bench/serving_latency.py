@@ -17,7 +17,10 @@ starts `serving/server.py` in its own process, and measures, in one run:
    parts 1 and 2 again with native clients (h2load for gRPC, wrk for REST)
    instead of this process's Python threads, under `native_clients`: the same
    server, the same in-process floor measured in the same stretch, so the
-   clients' own cost is told apart from the server's.
+   clients' own cost is told apart from the server's; beside the batching
+   server, the same server on the synchronous gRPC server
+   (`--grpc_asyncio=false`) and on asyncio's own event loop
+   (`--event_loop=asyncio`).
 
 Prints a table and writes `bench/results/serving_latency.json`:
 
@@ -100,6 +103,8 @@ def grpc_call(port):
 HAND_OFF = ["--rest_api_inline_max_bytes", "0"]
 # The flag that keeps gRPC on the synchronous server with batching on (before `grpc_aio`).
 SYNC_GRPC = ["--grpc_asyncio=false"]
+# The flag that runs REST and gRPC's asyncio server on asyncio's own event loop (before uvloop).
+ASYNCIO_LOOP = ["--event_loop=asyncio"]
 
 
 def rest_body():
@@ -292,8 +297,15 @@ def native_figures(args, base, in_process):
             for clients in args.clients:
                 rate, latencies = native_load.h2load_grpc(ports["grpc"], message, clients, seconds=args.seconds)
                 table[str(clients)]["batched_sync_grpc"] = stats(latencies, rate)
-        figures[f"clients_{threads}"] = client_rows(table, ["batched_sync_grpc"])
-        figures[f"rest_clients_{threads}"] = client_rows(rest_table)
+        # The batching server on asyncio's own event loop (before uvloop), gRPC and REST.
+        with running_server(_with_rest(server_flags(base, True, threads)) + ASYNCIO_LOOP) as ports:
+            for clients in args.clients:
+                rate, latencies = native_load.h2load_grpc(ports["grpc"], message, clients, seconds=args.seconds)
+                table[str(clients)]["batched_asyncio_loop"] = stats(latencies, rate)
+                rest_table[str(clients)]["batched_asyncio_loop"] = wrk_stats(ports["rest"], body, clients,
+                                                                             args.seconds)
+        figures[f"clients_{threads}"] = client_rows(table, ["batched_sync_grpc", "batched_asyncio_loop"])
+        figures[f"rest_clients_{threads}"] = client_rows(rest_table, ["batched_asyncio_loop"])
     figures["clients"] = figures["clients_one_thread_each"]
     figures["rest_clients"] = figures["rest_clients_one_thread_each"]
     return figures
@@ -363,6 +375,11 @@ def _handed_off(figures):
             f"({figures['rest_handed_off_over_in_process']:.2f}x)")
 
 
+# The further batching servers the native part may measure, and how the results page names them.
+OTHER_BATCHED_SERVERS = (("batched_sync_grpc", "on the synchronous gRPC server (`--grpc_asyncio=false`)"),
+                         ("batched_asyncio_loop", "on asyncio's own event loop (`--event_loop=asyncio`)"))
+
+
 def markdown(result):
     """The figures as a Markdown list and table (the results page and the terminal show the same)."""
     p50 = result["sequential_p50_ms"]
@@ -410,12 +427,11 @@ def markdown(result):
                     lines.append(f"| {clients} | {row['unbatched_rps']:.0f} | {row['unbatched_p99_ms']:.1f} | "
                                  f"{row['batched_rps']:.0f} | {row['batched_p99_ms']:.1f} | "
                                  f"{row['batched_over_unbatched']:.2f}x |")
-                synchronous = [(clients, row["batched_sync_grpc"]) for clients, row
-                               in native[f"{key}_{threads}"].items()
-                               if "batched_sync_grpc" in row]
-                lines += [""] if synchronous else []
-                lines += [f"- {clients} clients, batched on the synchronous gRPC server (`--grpc_asyncio=false`): "
-                          f"{row['rps']:.0f} req/s, p99 {row['p99_ms']:.1f} ms" for clients, row in synchronous]
+                others = [(clients, row[label], text) for clients, row in native[f"{key}_{threads}"].items()
+                          for label, text in OTHER_BATCHED_SERVERS if label in row]
+                lines += [""] if others else []
+                lines += [f"- {clients} clients, batched {text}: {row['rps']:.0f} req/s, p99 {row['p99_ms']:.1f} ms"
+                          for clients, row, text in others]
     if "baseline" in result:
         old, new = result["baseline"]["baseline"], result["baseline"]["this"]
         lines += [f"- old vs new server in this run: gRPC p50 {old['grpc_p50_ms']:.2f} -> {new['grpc_p50_ms']:.2f} ms, "

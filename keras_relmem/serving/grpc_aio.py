@@ -24,6 +24,7 @@ import threading
 
 import grpc
 
+from keras_relmem.serving.event_loops import new_event_loop
 from keras_relmem.serving.grpc_api import PredictionService, _guarded, predict_inputs, predict_response
 
 
@@ -69,6 +70,7 @@ class AsyncGrpcServer:
     Args:
         options: the channel options (`grpc.server`'s).
         max_threads: threads for the synchronous handlers and for requests that run alone.
+        event_loop: "auto", "uvloop" or "asyncio" (`event_loops.new_event_loop`).
 
     Example:
 
@@ -80,9 +82,9 @@ class AsyncGrpcServer:
     ```
     """
 
-    def __init__(self, options, max_threads):
+    def __init__(self, options, max_threads, event_loop="auto"):
+        self._loop = new_event_loop(event_loop)
         self.executor = concurrent.futures.ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="grpc")
-        self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="grpc-aio", daemon=True)
         self._thread.start()
         self.server = self._run(self._create(options))

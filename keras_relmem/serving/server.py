@@ -29,6 +29,7 @@ from tensorflow_serving.config import model_server_config_pb2
 
 from keras_relmem.serving.batching import parse_batching_parameters
 from keras_relmem.serving.core import ServingCore
+from keras_relmem.serving.event_loops import EVENT_LOOPS, loop_name, new_event_loop
 from keras_relmem.serving.grpc_aio import AsyncGrpcServer, AsyncPredictionService
 from keras_relmem.serving.grpc_api import ModelService, PredictionService
 from keras_relmem.serving.manager import ModelManager
@@ -67,6 +68,11 @@ def build_parser():
         "--grpc_asyncio", type=_boolean, default=None, metavar="{true,false}",
         help="serve gRPC on its asyncio server, where a Predict waits for its batch without holding a thread "
              "(default: true with --enable_batching, false without)",
+    )
+    parser.add_argument(
+        "--event_loop", choices=EVENT_LOOPS, default="auto",
+        help="the event loop of REST and of gRPC's asyncio server: uvloop, asyncio's own, or auto (uvloop "
+             "where installed; default)",
     )
     parser.add_argument(
         "--rest_api_timeout_in_ms", type=int, default=30000,
@@ -199,6 +205,8 @@ class ModelServer:
         grpc_asyncio: serve gRPC on its asyncio server (`grpc_aio`), where a
             Predict awaits its batch on the event loop; None (the default)
             does so exactly when batching is on.
+        event_loop: the event loop of REST and of gRPC's asyncio server:
+            "auto" (uvloop where installed), "uvloop" or "asyncio" (`event_loops`).
         rest_options: keyword arguments for `RestServer` (`timeout`,
             `num_threads`, `max_json_bytes`, `max_json_depth`, `inline_max_bytes`).
         metrics_path: serve Prometheus metrics at this REST path (None: no
@@ -215,9 +223,12 @@ class ModelServer:
 
     def __init__(self, configs, port=8500, rest_api_port=0, host="127.0.0.1", poll_seconds=1.0,
                  batching=None, max_request_bytes=64 << 20, max_threads=32, rest_options=None, metrics_path=None,
-                 reuse_functions=True, grpc_asyncio=None):
+                 reuse_functions=True, grpc_asyncio=None, event_loop="auto"):
         if metrics_path and not rest_api_port:
             raise ValueError("Prometheus metrics are served on the REST port: give --rest_api_port too")
+        probe = new_event_loop(event_loop)  # an unknown kind, or uvloop not installed: a clear error, now
+        self.event_loop = loop_name(probe)
+        probe.close()
         self.host = host
         self.manager = ModelManager(configs, poll_seconds, reuse_functions=reuse_functions)
         self.core = ServingCore(self.manager, batching)
@@ -233,7 +244,7 @@ class ModelServer:
         ]
         self.grpc_asyncio = batching is not None if grpc_asyncio is None else bool(grpc_asyncio)
         if self.grpc_asyncio:
-            self._grpc = AsyncGrpcServer(options, max_threads)
+            self._grpc = AsyncGrpcServer(options, max_threads, event_loop)
             server, prediction = self._grpc.server, AsyncPredictionService(self.core, self._grpc.executor)
         else:
             self._grpc = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=max_threads), options=options)
@@ -251,7 +262,8 @@ class ModelServer:
         self.rest_port = None
         if rest_api_port:
             self._rest = RestServer((host, max(rest_api_port, 0)), self.core, max_request_bytes,
-                                    metrics=self.core.metrics, metrics_path=metrics_path, **(rest_options or {}))
+                                    metrics=self.core.metrics, metrics_path=metrics_path, event_loop=event_loop,
+                                    **(rest_options or {}))
         self.manager.listeners.append(self._update_health)
         self._update_health()
 
@@ -268,7 +280,9 @@ class ModelServer:
         """Load the models (first poll), then open the ports."""
         self.manager.start()
         self._grpc.start()
-        log.info("Running gRPC ModelServer at %s:%d ...", self.host, self.port)
+        log.info("Running gRPC ModelServer at %s:%d (%s server%s) ...", self.host, self.port,
+                 "asyncio" if self.grpc_asyncio else "synchronous",
+                 f" on {self.event_loop}" if self.grpc_asyncio else "")
         if self._rest is not None:
             try:
                 self.rest_port = self._rest.start().server_address[1]
@@ -276,7 +290,7 @@ class ModelServer:
                 self._grpc.stop(0)
                 self.manager.stop()
                 raise
-            log.info("Exporting HTTP/REST API at %s:%d ...", self.host, self.rest_port)
+            log.info("Exporting HTTP/REST API at %s:%d (on %s) ...", self.host, self.rest_port, self.event_loop)
         return self
 
     def wait(self):
@@ -362,6 +376,7 @@ def main(argv=None):
         metrics_path = read_monitoring_config(args.monitoring_config_file) if args.monitoring_config_file else None
         rest_options = rest_options_from(args)
         configure_tensorflow(args.tensorflow_intra_op_parallelism, args.tensorflow_inter_op_parallelism)
+        new_event_loop(args.event_loop).close()
         if metrics_path and not args.rest_api_port:
             raise ValueError("--monitoring_config_file: metrics are served on the REST port; give --rest_api_port")
     except (ValueError, OSError) as error:
@@ -373,7 +388,7 @@ def main(argv=None):
         poll_seconds=args.file_system_poll_wait_seconds, batching=batching,
         max_request_bytes=args.max_request_bytes, max_threads=args.grpc_max_threads,
         rest_options=rest_options, metrics_path=metrics_path, reuse_functions=args.reuse_graph_functions,
-        grpc_asyncio=args.grpc_asyncio,
+        grpc_asyncio=args.grpc_asyncio, event_loop=args.event_loop,
     )
     freeze_startup_heap()
     server.start()
