@@ -53,6 +53,7 @@ class Entry:
     picture: str = ""
     seed_of: str = ""  # the results file of the same recipe with another seed: compared at equal examples
     compact: bool = False  # with seed_of: the comparison with that seed only, not this run's own table
+    date: str = ""  # the day of the run, for a file whose first commit under its name is not (one renamed)
 
     @property
     def anchor(self):
@@ -375,6 +376,11 @@ def added_on(name):
     return days[-1] if days else datetime.date.today().isoformat()
 
 
+def day(entry):
+    """The day an entry's run is dated by: its `date`, or the day its results file was first committed."""
+    return entry.date or added_on(entry.name)
+
+
 def mark(entry):
     """What an experiment is now: the headline of a table, a run short of its budget, or one of the
     experiments behind a headline (probes and superseded recipes alike)."""
@@ -435,11 +441,11 @@ def archive_pages():
                  "**unfinished** (a run short of its budget) or **experiment** (a probe or a recipe a later one "
                  "replaced).", "", section.intro, ""]
         for entry in section.entries:
-            lines += [f"- {added_on(entry.name)}, {mark(entry)}: [{entry.title}](#{entry.anchor})"]
+            lines += [f"- {day(entry)}, {mark(entry)}: [{entry.title}](#{entry.anchor})"]
         lines += [""]
         for entry in section.entries:
             lines += [_relink(render(entry), here).replace(
-                f"### {entry.title}\n", f"### {entry.title}\n\n*{added_on(entry.name)}, {mark(entry)}*\n", 1)]
+                f"### {entry.title}\n", f"### {entry.title}\n\n*{day(entry)}, {mark(entry)}*\n", 1)]
         pages[path] = "\n".join(lines).rstrip() + "\n"
     rows = _relink(summary(), (ARCHIVE_DIR / "index.md").relative_to(ROOT).as_posix()).splitlines()[1:-1]
     pages[ARCHIVE_DIR / "index.md"] = "\n".join(

@@ -365,3 +365,13 @@ def test_a_compact_seed_entry_shows_the_comparison_with_its_seed_instead_of_its_
     assert "| task | error % |" in full and "| task | error % |" not in compact
     assert "Per seed, at" in full and "Per seed, at" in compact
     assert len(compact.splitlines()) < len(full.splitlines()) - 20
+
+
+def test_a_renamed_results_file_keeps_its_runs_day():
+    entries = {e.name: e for s in report.CATALOGUE for e in s.entries}
+    # The first serving latency run moved to a new name on a later day: the page dates it by its run.
+    assert report.day(entries["serving_latency_first_run.json"]) == "2026-12-02"
+    undated = report.Entry(name="not_committed.json", bench="serving_latency", title="t")
+    assert report.day(undated) == report.added_on("not_committed.json")
+    assert report.day(report.Entry(name="x.json", bench="serving_latency", title="t", date="2020-01-02")) == \
+        "2020-01-02"

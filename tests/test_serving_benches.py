@@ -191,3 +191,42 @@ def test_serving_swaps_summarises_each_run_and_resumes(tmp_path, monkeypatch):
     assert "| retrained_full | 2 | 10.0 | 40.0 ms (4.00x), serving after 0.30 s |" in serving_swaps.markdown(result)
     serving_swaps.main(argv)  # every run is on disk: nothing runs again
     assert len(made) == 8
+
+
+def test_the_batching_server_on_asyncios_own_loop_is_measured_beside_the_default():
+    from keras_relmem.serving import server
+
+    assert server.build_parser().parse_args(serving_latency.ASYNCIO_LOOP).event_loop == "asyncio"
+    result = json.loads((RESULTS / "serving_latency_priority_fix.json").read_text())
+    text = serving_latency.markdown(result)
+    assert "asyncio's own event loop" not in text  # runs from before the comparison say nothing of it
+    native = result["native_clients"]
+    for key in ("clients_one_thread_each", "rest_clients_one_thread_each"):
+        native[key]["32"]["batched_asyncio_loop"] = {"rps": 1234.0, "p99_ms": 5.67}
+    text = serving_latency.markdown(result)
+    assert text.count("- 32 clients, batched on asyncio's own event loop (`--event_loop=asyncio`): "
+                      "1234 req/s, p99 5.7 ms") == 2
+    assert "batched on the synchronous gRPC server (`--grpc_asyncio=false`): 2852 req/s" in text
+
+
+def test_the_event_loop_rounds_rotate_the_servers_and_sum_up_per_api():
+    from bench import serving_event_loops as loops
+
+    assert [loops.order(i)[0] for i in range(4)] == ["unbatched", "batched_uvloop", "batched_asyncio", "unbatched"]
+
+    def figures(unbatched, uvloop, asyncio):
+        return {"unbatched": {"rps": unbatched, "p99_ms": 20.0}, "batched_uvloop": {"rps": uvloop, "p99_ms": 9.0},
+                "batched_asyncio": {"rps": asyncio, "p99_ms": 11.0}}
+
+    rounds = [{"grpc": figures(1000, 2600, 2000), "rest": figures(1000, 3000, 3000)},
+              {"grpc": figures(1000, 2400, 2400), "rest": figures(2000, 3000, 2500)},
+              {"grpc": figures(1000, 2500, 2000), "rest": figures(1000, 3300, 3000)}]
+    summary = loops.summarize(rounds)
+    assert summary["grpc"]["batched_uvloop"]["rps"] == 2500
+    assert summary["grpc"]["uvloop_over_asyncio"] == {"median": 1.25, "min": 1.0, "max": 1.3}
+    assert summary["grpc"]["rounds_uvloop_faster"] == 2  # 1.3, 1.0 (not faster), 1.25
+    assert summary["grpc"]["rounds_uvloop_at_least_2_5x"] == 2  # 2.6, 2.4, 2.5
+    assert summary["rest"]["batched_uvloop_over_unbatched"]["median"] == 3.0  # 3.0, 1.5, 3.3
+    text = loops.markdown({"arguments": {"threads": "one_thread_each", "seconds": 6.0}, "rounds": rounds,
+                           "summary": summary})
+    assert "| grpc | 1000 | 2500 (9.0) | 2000 (11.0) | 2.50x | 2.00x | 1.25x (1.00-1.30) |" in text

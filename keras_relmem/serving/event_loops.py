@@ -3,9 +3,9 @@
 uvloop (libuv under asyncio's interface) runs the same coroutines with less
 Python work per callback and per socket event than asyncio's own loop. Both
 front ends spend most of their event-loop time in such callbacks (gRPC's
-asyncio server schedules several per call), so with 32 concurrent gRPC
-clients and batching on, the server answered about 13% more requests/s on
-uvloop in a side-by-side run on two cores (docs/serving.md has the figures).
+asyncio server schedules several per call), so under concurrent load with
+batching on the server answers more requests/s on uvloop (the serving
+results, `bench.serving_latency`, measure both loops side by side).
 
 `auto` (the server's default) takes uvloop where it is installed (it comes with
 `keras-relmem[serving]` on Linux and macOS) and asyncio's loop otherwise.
