@@ -105,6 +105,12 @@ HAND_OFF = ["--rest_api_inline_max_bytes", "0"]
 SYNC_GRPC = ["--grpc_asyncio=false"]
 # The flag that runs REST and gRPC's asyncio server on asyncio's own event loop (before uvloop).
 ASYNCIO_LOOP = ["--event_loop=asyncio"]
+# The further batching servers the native part measures: (label, flags, REST measured too, how the results page
+# names it). gRPC's server does not change REST, so the synchronous one is measured over gRPC only.
+OTHER_BATCHED_SERVERS = (
+    ("batched_sync_grpc", SYNC_GRPC, False, "on the synchronous gRPC server (`--grpc_asyncio=false`)"),
+    ("batched_asyncio_loop", ASYNCIO_LOOP, True, "on asyncio's own event loop (`--event_loop=asyncio`)"),
+)
 
 
 def rest_body():
@@ -292,20 +298,18 @@ def native_figures(args, base, in_process):
                     rate, latencies = native_load.h2load_grpc(ports["grpc"], message, clients, seconds=args.seconds)
                     table[str(clients)][label] = stats(latencies, rate)
                     rest_table[str(clients)][label] = wrk_stats(ports["rest"], body, clients, args.seconds)
-        # The batching server's gRPC on the synchronous server (before `grpc_aio`), beside the asyncio one.
-        with running_server(server_flags(base, True, threads) + SYNC_GRPC) as ports:
-            for clients in args.clients:
-                rate, latencies = native_load.h2load_grpc(ports["grpc"], message, clients, seconds=args.seconds)
-                table[str(clients)]["batched_sync_grpc"] = stats(latencies, rate)
-        # The batching server on asyncio's own event loop (before uvloop), gRPC and REST.
-        with running_server(_with_rest(server_flags(base, True, threads)) + ASYNCIO_LOOP) as ports:
-            for clients in args.clients:
-                rate, latencies = native_load.h2load_grpc(ports["grpc"], message, clients, seconds=args.seconds)
-                table[str(clients)]["batched_asyncio_loop"] = stats(latencies, rate)
-                rest_table[str(clients)]["batched_asyncio_loop"] = wrk_stats(ports["rest"], body, clients,
-                                                                             args.seconds)
-        figures[f"clients_{threads}"] = client_rows(table, ["batched_sync_grpc", "batched_asyncio_loop"])
-        figures[f"rest_clients_{threads}"] = client_rows(rest_table, ["batched_asyncio_loop"])
+        # The batching server as it was before a change, beside the default one (`OTHER_BATCHED_SERVERS`).
+        for label, flags, rest, _ in OTHER_BATCHED_SERVERS:
+            with running_server((_with_rest(server_flags(base, True, threads)) if rest
+                                 else server_flags(base, True, threads)) + flags) as ports:
+                for clients in args.clients:
+                    rate, latencies = native_load.h2load_grpc(ports["grpc"], message, clients, seconds=args.seconds)
+                    table[str(clients)][label] = stats(latencies, rate)
+                    if rest:
+                        rest_table[str(clients)][label] = wrk_stats(ports["rest"], body, clients, args.seconds)
+        figures[f"clients_{threads}"] = client_rows(table, [label for label, *_ in OTHER_BATCHED_SERVERS])
+        figures[f"rest_clients_{threads}"] = client_rows(
+            rest_table, [label for label, _, rest, _ in OTHER_BATCHED_SERVERS if rest])
     figures["clients"] = figures["clients_one_thread_each"]
     figures["rest_clients"] = figures["rest_clients_one_thread_each"]
     return figures
@@ -375,11 +379,6 @@ def _handed_off(figures):
             f"({figures['rest_handed_off_over_in_process']:.2f}x)")
 
 
-# The further batching servers the native part may measure, and how the results page names them.
-OTHER_BATCHED_SERVERS = (("batched_sync_grpc", "on the synchronous gRPC server (`--grpc_asyncio=false`)"),
-                         ("batched_asyncio_loop", "on asyncio's own event loop (`--event_loop=asyncio`)"))
-
-
 def markdown(result):
     """The figures as a Markdown list and table (the results page and the terminal show the same)."""
     p50 = result["sequential_p50_ms"]
@@ -428,7 +427,7 @@ def markdown(result):
                                  f"{row['batched_rps']:.0f} | {row['batched_p99_ms']:.1f} | "
                                  f"{row['batched_over_unbatched']:.2f}x |")
                 others = [(clients, row[label], text) for clients, row in native[f"{key}_{threads}"].items()
-                          for label, text in OTHER_BATCHED_SERVERS if label in row]
+                          for label, _, _, text in OTHER_BATCHED_SERVERS if label in row]
                 lines += [""] if others else []
                 lines += [f"- {clients} clients, batched {text}: {row['rps']:.0f} req/s, p99 {row['p99_ms']:.1f} ms"
                           for clients, row, text in others]

@@ -5,7 +5,7 @@ Python work per callback and per socket event than asyncio's own loop. Both
 front ends spend most of their event-loop time in such callbacks (gRPC's
 asyncio server schedules several per call), so under concurrent load with
 batching on the server answers more requests/s on uvloop (the serving
-results, `bench.serving_latency`, measure both loops side by side).
+results compare both loops in alternated rounds, `bench.serving_event_loops`).
 
 `auto` (the server's default) takes uvloop where it is installed (it comes with
 `keras-relmem[serving]` on Linux and macOS) and asyncio's loop otherwise.
@@ -13,8 +13,8 @@ results, `bench.serving_latency`, measure both loops side by side).
 Example:
 
 ```python
+resolve("auto")   # "uvloop" where installed, else "asyncio"
 loop = new_event_loop("auto")
-loop_name(loop)   # "uvloop" where installed, else "asyncio"
 ```
 """
 
@@ -23,8 +23,8 @@ import asyncio
 EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 
 
-def new_event_loop(kind="auto"):
-    """A new event loop of `kind` (one of `EVENT_LOOPS`).
+def resolve(kind="auto"):
+    """The loop `kind` stands for here: "uvloop" or "asyncio".
 
     Args:
         kind: "uvloop", "asyncio", or "auto" (uvloop when it can be imported).
@@ -35,19 +35,27 @@ def new_event_loop(kind="auto"):
     if kind not in EVENT_LOOPS:
         raise ValueError(f"event loop must be one of {', '.join(EVENT_LOOPS)}; got {kind!r}")
     if kind == "asyncio":
-        return asyncio.new_event_loop()
+        return "asyncio"
     try:
-        import uvloop
+        import uvloop  # noqa: F401 (whether it imports is the question)
     except ImportError:
         if kind == "uvloop":
             raise ValueError(
                 "--event_loop=uvloop needs the uvloop package: pip install uvloop "
                 "(it comes with keras-relmem[serving] on Linux and macOS)"
             ) from None
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
+        return "asyncio"
+    return "uvloop"
 
 
-def loop_name(loop):
-    """"uvloop" or "asyncio": which kind `loop` is (for the server's log)."""
-    return "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"
+def new_event_loop(kind="auto"):
+    """A new event loop of `kind` (one of `EVENT_LOOPS`, as `resolve` reads it).
+
+    Raises:
+        ValueError: as `resolve`.
+    """
+    if resolve(kind) == "uvloop":
+        import uvloop
+
+        return uvloop.new_event_loop()
+    return asyncio.new_event_loop()

@@ -32,6 +32,7 @@ from google.protobuf import json_format
 
 from keras_relmem.serving.errors import ServingError, invalid
 from keras_relmem.serving.event_loops import new_event_loop
+from keras_relmem.serving.event_loops import resolve as resolve_event_loop
 from keras_relmem.serving.metrics import RequestRecord
 
 log = logging.getLogger("keras_relmem.serving")
@@ -312,7 +313,8 @@ class RestServer:
             off. Such a request is not cut off at `timeout`. With batching on,
             a `:predict` body up to this size also joins its batch from the
             event loop instead of holding a worker thread while it waits.
-        event_loop: "auto", "uvloop" or "asyncio" (`event_loops.new_event_loop`).
+        event_loop: "auto", "uvloop" or "asyncio" (`event_loops.resolve`; ValueError for
+            an unknown one or uvloop missing).
 
     Example:
 
@@ -327,7 +329,7 @@ class RestServer:
                  timeout=30.0, num_threads=None, max_queued=None, metrics=None, metrics_path=None,
                  inline_max_bytes=64 << 10, event_loop="auto"):
         self.core = core
-        self.event_loop = event_loop
+        self.event_loop = resolve_event_loop(event_loop)
         self.max_body_bytes = min(max_request_bytes, max_json_bytes)
         self.max_json_depth = max_json_depth
         self.timeout = timeout
@@ -362,11 +364,7 @@ class RestServer:
         return self
 
     def _serve(self, ready):
-        try:
-            self._loop = new_event_loop(self.event_loop)
-        except ValueError as error:
-            ready.set_exception(error)
-            return
+        self._loop = new_event_loop(self.event_loop)
         asyncio.set_event_loop(self._loop)
         try:
             self._loop.run_until_complete(self._open(ready))

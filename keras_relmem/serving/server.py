@@ -29,7 +29,8 @@ from tensorflow_serving.config import model_server_config_pb2
 
 from keras_relmem.serving.batching import parse_batching_parameters
 from keras_relmem.serving.core import ServingCore
-from keras_relmem.serving.event_loops import EVENT_LOOPS, loop_name, new_event_loop
+from keras_relmem.serving.event_loops import EVENT_LOOPS
+from keras_relmem.serving.event_loops import resolve as resolve_event_loop
 from keras_relmem.serving.grpc_aio import AsyncGrpcServer, AsyncPredictionService
 from keras_relmem.serving.grpc_api import ModelService, PredictionService
 from keras_relmem.serving.manager import ModelManager
@@ -226,9 +227,7 @@ class ModelServer:
                  reuse_functions=True, grpc_asyncio=None, event_loop="auto"):
         if metrics_path and not rest_api_port:
             raise ValueError("Prometheus metrics are served on the REST port: give --rest_api_port too")
-        probe = new_event_loop(event_loop)  # an unknown kind, or uvloop not installed: a clear error, now
-        self.event_loop = loop_name(probe)
-        probe.close()
+        self.event_loop = resolve_event_loop(event_loop)  # an unknown kind or uvloop missing: an error, now
         self.host = host
         self.manager = ModelManager(configs, poll_seconds, reuse_functions=reuse_functions)
         self.core = ServingCore(self.manager, batching)
@@ -244,7 +243,7 @@ class ModelServer:
         ]
         self.grpc_asyncio = batching is not None if grpc_asyncio is None else bool(grpc_asyncio)
         if self.grpc_asyncio:
-            self._grpc = AsyncGrpcServer(options, max_threads, event_loop)
+            self._grpc = AsyncGrpcServer(options, max_threads, self.event_loop)
             server, prediction = self._grpc.server, AsyncPredictionService(self.core, self._grpc.executor)
         else:
             self._grpc = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=max_threads), options=options)
@@ -262,7 +261,7 @@ class ModelServer:
         self.rest_port = None
         if rest_api_port:
             self._rest = RestServer((host, max(rest_api_port, 0)), self.core, max_request_bytes,
-                                    metrics=self.core.metrics, metrics_path=metrics_path, event_loop=event_loop,
+                                    metrics=self.core.metrics, metrics_path=metrics_path, event_loop=self.event_loop,
                                     **(rest_options or {}))
         self.manager.listeners.append(self._update_health)
         self._update_health()
@@ -376,7 +375,7 @@ def main(argv=None):
         metrics_path = read_monitoring_config(args.monitoring_config_file) if args.monitoring_config_file else None
         rest_options = rest_options_from(args)
         configure_tensorflow(args.tensorflow_intra_op_parallelism, args.tensorflow_inter_op_parallelism)
-        new_event_loop(args.event_loop).close()
+        resolve_event_loop(args.event_loop)
         if metrics_path and not args.rest_api_port:
             raise ValueError("--monitoring_config_file: metrics are served on the REST port; give --rest_api_port")
     except (ValueError, OSError) as error:

@@ -12,6 +12,7 @@ import pytest
 
 from keras_relmem.serving import event_loops
 from keras_relmem.serving.client import ServingClient
+from keras_relmem.serving.rest_api import RestServer
 from keras_relmem.serving.server import ModelServer, build_parser, main
 from tests.serving.conftest import configs_for
 
@@ -20,10 +21,11 @@ uvloop = pytest.importorskip("uvloop")
 
 def test_each_kind_gives_its_loop():
     for kind, expected in (("asyncio", asyncio.BaseEventLoop), ("uvloop", uvloop.Loop), ("auto", uvloop.Loop)):
+        assert event_loops.resolve(kind) == ("asyncio" if kind == "asyncio" else "uvloop")
         loop = event_loops.new_event_loop(kind)
         try:
             assert isinstance(loop, expected), (kind, type(loop))
-            assert event_loops.loop_name(loop) == ("asyncio" if kind == "asyncio" else "uvloop")
+            assert isinstance(loop, uvloop.Loop) == (kind != "asyncio")
         finally:
             loop.close()
 
@@ -31,11 +33,14 @@ def test_each_kind_gives_its_loop():
 def test_unknown_kind_and_missing_uvloop_are_named(monkeypatch):
     with pytest.raises(ValueError, match="auto, uvloop, asyncio; got 'trio'"):
         event_loops.new_event_loop("trio")
+    with pytest.raises(ValueError, match="got 'trio'"):
+        RestServer(("127.0.0.1", 0), None, event_loop="trio")
     monkeypatch.setitem(sys.modules, "uvloop", None)  # as if not installed
     with pytest.raises(ValueError, match="needs the uvloop package: pip install uvloop"):
         event_loops.new_event_loop("uvloop")
-    loop = event_loops.new_event_loop("auto")  # falls back to asyncio's own
-    assert event_loops.loop_name(loop) == "asyncio"
+    assert event_loops.resolve("auto") == "asyncio"  # falls back to asyncio's own
+    loop = event_loops.new_event_loop("auto")
+    assert type(loop).__module__.startswith("asyncio")
     loop.close()
 
 
@@ -71,8 +76,8 @@ def test_batched_grpc_and_rest_answer_on_each_loop(exports, server, kind):
     try:
         # Both front ends really run on the loop asked for (not just the server's record of it).
         assert batched.event_loop == kind
-        assert event_loops.loop_name(batched._grpc._loop) == kind
-        assert event_loops.loop_name(batched._rest._loop) == kind
+        assert isinstance(batched._grpc._loop, uvloop.Loop) == (kind == "uvloop")
+        assert isinstance(batched._rest._loop, uvloop.Loop) == (kind == "uvloop")
 
         def ask(i):
             story, query = arrays["story"][i:i + 1], arrays["query"][i:i + 1]
