@@ -11,8 +11,12 @@ then:
    bad, half gRPC, half REST, REST half keep-alive). During the load: a new
    babi version *without* its warm-up file, a corrupt version, and a new
    version *with* warm-up (TF Serving's `assets.extra` requests), so the
-   swap latency with and without warm-up is measured side by side; and 50
-   slow-loris sockets that must be closed after the timeout. The new
+   swap latency with and without warm-up is measured side by side; then,
+   once the last swap's window has closed, 50 slow-loris sockets that must
+   be closed after the timeout (their own stall is reported apart, and kept
+   out of the swap windows and the steady figures). Each swap also reports
+   the slowest request in flight while the server loaded the version, from
+   the server's log. The new
    versions are copies of version 1 (`--swap-versions copy`) or exports of the
    same code with other weights, each from a process of its own, as a
    retrained model arrives (`retrained`);
@@ -34,6 +38,7 @@ import argparse
 import json
 import os
 import pathlib
+import re
 import shutil
 import signal
 import socket
@@ -49,6 +54,7 @@ from bench.serving import export_babi_entnet, free_port, start_server  # noqa: E
 from keras_relmem.testing import soak  # noqa: E402
 
 TIMEOUT_MS = 5000
+AFTER_SWAP_S = 3.0  # a swap's window: from the new version's arrival to this long after it serves
 
 
 def export_models(base):
@@ -181,6 +187,7 @@ def main(argv=None):
                    for seed, c in enumerate(clients)]
         samples, events = [], []
         began = time.perf_counter()
+        began_wall = time.time()  # the server's log is stamped with the wall clock
 
         def sampler():
             while not stop.is_set():
@@ -215,7 +222,14 @@ def main(argv=None):
         os.rename(work / "babi" / ".3", corrupt)
         events.append({"event": "version 3 (corrupt)", "t": time.perf_counter() - began})
         time.sleep(2)
+        at(0.6)
+        shutil.rmtree(corrupt)
+        swap(4, warm=True)
+        # The slow sockets come once the last swap's window has closed: fifty connections opened at once cost
+        # the server a stall of their own, which a swap window must not count as the swap's.
+        time.sleep(AFTER_SWAP_S)
         slow = []
+        slow_began = time.perf_counter() - began
         for index in range(args.slow_sockets):
             sock = socket.create_connection(("127.0.0.1", rest_port))
             # Half stop inside their headers, half inside their body.
@@ -224,9 +238,6 @@ def main(argv=None):
             slow.append(sock)
         slow_opened = time.monotonic()
         threads_with_slow = process_sample(process.pid)["threads"]
-        at(0.6)
-        shutil.rmtree(corrupt)
-        swap(4, warm=True)
         closed = 0
         for sock in slow:
             sock.settimeout(max(0.1, TIMEOUT_MS / 1000 * 3 - (time.monotonic() - slow_opened)))
@@ -236,6 +247,8 @@ def main(argv=None):
             except OSError:
                 pass
             sock.close()
+        # From their opening to half a second after the server closed the last: outside the steady figures too.
+        slow_window = (slow_began, time.perf_counter() - began + 0.5)
         at(1.0)
         stop.set()
         for worker in workers:
@@ -251,7 +264,8 @@ def main(argv=None):
         # Latency per path, and per swap window (`swap_windows`).
         every = [(t - began, s) for path in recorder.latencies for t, s in recorder.latencies[path]]
         windows = swap_windows(events)
-        steady = [s for t, s in every if not any(a <= t <= b for a, b in windows.values())]
+        apart = [*windows.values(), slow_window]
+        steady = [s for t, s in every if not any(a <= t <= b for a, b in apart)]
         result["load"] = {
             "requests": recorder.count,
             "minutes": minutes,
@@ -265,7 +279,8 @@ def main(argv=None):
                                   "p99": soak.percentile([s for _, s in v], 99) * 1e3, "count": len(v)}
                            for path, v in recorder.latencies.items()},
             "steady_p99_ms": soak.percentile(steady, 99) * 1e3,
-            # The slowest of the requests outside the swap windows, beside each window's slowest and count: a
+            # The slowest of the requests outside the swap windows (and the slow sockets' time), beside each
+            # window's slowest and count: a
             # window's slowest is the maximum of its requests, which exceeds the p99 even when nothing happens.
             "steady_slowest_ms": max(steady, default=0.0) * 1e3,
             "steady_requests": len(steady),
@@ -274,7 +289,8 @@ def main(argv=None):
             "swaps": [{**e, **slowest_in(every, *windows[e["event"]])} if e["event"] in windows else e
                       for e in events],
             "slow_sockets": {"opened": len(slow), "closed_by_server": closed,
-                             "server_threads_with_them_open": threads_with_slow},
+                             "server_threads_with_them_open": threads_with_slow,
+                             "opened_at_s": slow_window[0], **slowest_in(every, *slow_window)},
             "samples": samples,
         }
     finally:
@@ -288,6 +304,12 @@ def main(argv=None):
         result["stderr_tracebacks"] = text.count("Traceback")
         result["loads_reusing_graph_functions"] = text.count("runs on the graph functions of version")
         result["stderr_lines"] = len(text.splitlines())
+        if "load" in result:
+            spans = load_spans(text, "babi", began_wall)
+            for event in result["load"]["swaps"]:
+                version = int(event["event"].split()[1])
+                if "slowest_ms" in event and version in spans:
+                    event["loading"] = in_flight_during(every, *spans[version])
 
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -306,7 +328,7 @@ def swap_windows(events):
         if "available_after_s" not in e:
             continue
         later = [t for t in starts if t > e["t"]]
-        end = e["t"] + (e["available_after_s"] or 0) + 3
+        end = e["t"] + (e["available_after_s"] or 0) + AFTER_SWAP_S
         windows[e["event"]] = (e["t"], min([end] + later))
     return windows
 
@@ -319,6 +341,34 @@ def slowest_in(latencies, start, end):
         return {"slowest_ms": 0.0, "requests": 0}
     seconds, sent = max(inside)
     return {"slowest_ms": seconds * 1e3, "slowest_at_s": sent - start, "requests": len(inside)}
+
+
+_LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) \w+ (Loading|Successfully loaded) servable version "
+                       r"\{name: (\S+) version: (\d+)\}")
+
+
+def load_spans(log_text, model, began_wall):
+    """`{version: (start s, end s)}`: when the server's log says it began and finished loading each version of
+    `model`, in seconds after `began_wall` (a `time.time()`); loads that failed have no end and are left out."""
+    starts, spans = {}, {}
+    for line in log_text.splitlines():
+        found = _LOG_LINE.match(line)
+        if not found or found.group(4) != model:
+            continue
+        stamp = time.mktime(time.strptime(found.group(1), "%Y-%m-%d %H:%M:%S")) + int(found.group(2)) / 1e3
+        version = int(found.group(5))
+        if found.group(3) == "Loading":
+            starts[version] = stamp - began_wall
+        elif version in starts:
+            spans[version] = (starts[version], stamp - began_wall)
+    return spans
+
+
+def in_flight_during(latencies, start, end):
+    """The slowest request in flight while the server loaded a version (sent before `end`, answered after
+    `start`; the log's stamps are whole milliseconds): `slowest_ms`, `requests` and the load's `ms`."""
+    inside = [s for t, s in latencies if t <= end + 1e-3 and t + s >= start - 1e-3]
+    return {"ms": (end - start) * 1e3, "slowest_ms": max(inside, default=0.0) * 1e3, "requests": len(inside)}
 
 
 def markdown(result):
@@ -336,13 +386,16 @@ def markdown(result):
         lines.append(f"  - {path}: p50 {stats['p50']:.2f} ms, p99 {stats['p99']:.2f} ms ({stats['count']} requests)")
     lines.append(f"  - steady p99 {load['steady_p99_ms']:.1f} ms"
                  + (f", slowest {load['steady_slowest_ms']:.1f} ms of {load['steady_requests']} requests "
-                    "outside the swap windows" if "steady_slowest_ms" in load else ""))
+                    "outside the swap windows and the slow sockets' time" if "steady_slowest_ms" in load else ""))
     for slow in load.get("slowest_requests", [])[:3]:
         lines.append(f"  - slow: {slow['ms']:.1f} ms, sent {slow['sent_at_s']:.2f} s into the load, {slow['path']}, "
                      f"{slow['what'].split(': ')[0]}")
     for event in load["swaps"]:
         lines.append("  - " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
-                                        for k, v in event.items()))
+                                        for k, v in event.items() if k != "loading"))
+        if "loading" in event:
+            lines.append(f"    - while it loaded ({event['loading']['ms']:.0f} ms): slowest "
+                         f"{event['loading']['slowest_ms']:.1f} ms of {event['loading']['requests']} requests")
     rss = [s["rss_mb"] for s in load["samples"]]
     threads = [s["threads"] for s in load["samples"]]
     lines += [f"- server RSS {min(rss):.0f}-{max(rss):.0f} MB, threads {min(threads)}-{max(threads)}; idle before "

@@ -15,7 +15,8 @@ touches them alike. Each run's whole soak result is kept under `--workdir`
 as it finishes (a rerun skips the runs already there), and the summary, per
 run and per setting, is written to `--out`: each swap's slowest request over
 the run's steady p99 (the serving issue's bound is 2x), how long the version
-took to serve, and the failures.
+took to serve, and the failures; and, where the soak read the server's log,
+the slowest request in flight while each version loaded.
 
     KERAS_RELMEM_DATA=../shared/data python -m bench.serving_swaps --runs 3 \\
         --out bench/results/serving_swaps.json
@@ -47,6 +48,8 @@ def summary(soak):
         key = "with_warm_up" if "with warm-up" in event["event"] else "without_warm_up"
         swaps[key] = {"slowest_ms": event["slowest_ms"], "over_steady_p99": event["slowest_ms"] / steady,
                       "available_after_s": event["available_after_s"], "requests": event["requests"]}
+        if "loading" in event:  # soaks since the server's load spans were read from its log
+            swaps[key]["loading"] = {**event["loading"], "over_steady_p99": event["loading"]["slowest_ms"] / steady}
     return {
         "steady_p99_ms": steady,
         "steady_slowest_ms": load["steady_slowest_ms"],
@@ -56,6 +59,8 @@ def summary(soak):
         "good_failed": load["good_failed"],
         "bad_5xx_or_dropped": sum(load["bad_5xx_or_dropped"].values()),
         "loads_reusing_graph_functions": soak.get("loads_reusing_graph_functions", 0),
+        **({"slow_sockets_slowest_ms": load["slow_sockets"]["slowest_ms"]}
+           if "slowest_ms" in load.get("slow_sockets", {}) else {}),
     }
 
 
@@ -87,6 +92,16 @@ def main(argv=None):
         worst = [r["worst_over_steady_p99"] for r in entry["runs"]]
         entry["worst_over_steady_p99"] = {"best": min(worst), "median": statistics.median(worst), "worst": max(worst)}
         entry["runs_within_2x"] = sum(w <= 2.0 for w in worst)
+        loading = [max(s["loading"]["over_steady_p99"] for s in r["swaps"].values()) for r in entry["runs"]
+                   if all("loading" in s for s in r["swaps"].values())]
+        if loading:  # the same bound for the requests in flight while the versions loaded
+            entry["loading_over_steady_p99"] = {"best": min(loading), "median": statistics.median(loading),
+                                                "worst": max(loading)}
+            entry["runs_within_2x_while_loading"] = sum(w <= 2.0 for w in loading)
+            # How many swaps' slowest request was one in flight during the load (the rest came after it).
+            swaps = [s for r in entry["runs"] for s in r["swaps"].values()]
+            entry["swaps_slowest_while_loading"] = sum(s["loading"]["slowest_ms"] >= s["slowest_ms"] for s in swaps)
+            entry["swaps"] = len(swaps)
         entry["good_failed"] = sum(r["good_failed"] for r in entry["runs"])
         entry["bad_5xx_or_dropped"] = sum(r["bad_5xx_or_dropped"] for r in entry["runs"])
     out = pathlib.Path(args.out)
@@ -105,8 +120,10 @@ def markdown(result):
             cells = []
             for key in ("without_warm_up", "with_warm_up"):
                 swap = run["swaps"].get(key)
+                loading = (f"; while loading {swap['loading']['slowest_ms']:.1f} ms "
+                           f"({swap['loading']['over_steady_p99']:.2f}x)" if swap and "loading" in swap else "")
                 cells.append(f"{swap['slowest_ms']:.1f} ms ({swap['over_steady_p99']:.2f}x), serving after "
-                             f"{swap['available_after_s']:.2f} s" if swap else "-")
+                             f"{swap['available_after_s']:.2f} s{loading}" if swap else "-")
             lines.append(f"| {setting} | {index} | {run['steady_p99_ms']:.1f} | {cells[0]} | {cells[1]} | "
                          f"{run['loads_reusing_graph_functions']} | {run['good_failed']} of {run['good_requests']} |")
     return "\n".join(lines)

@@ -158,6 +158,35 @@ def test_a_swap_window_ends_where_the_next_event_begins():
     assert swap_windows(events) == {"v2": (1.0, 3.0), "v4": (6.0, 8.5), "v5": (8.5, 11.5)}
 
 
+def test_the_soak_reads_when_the_server_loaded_each_version_from_its_log():
+    import time
+
+    from bench.serving_soak import in_flight_during, load_spans
+
+    began = time.mktime(time.strptime("2026-12-05 14:40:10", "%Y-%m-%d %H:%M:%S"))  # the load's start, local time
+    log = "\n".join([
+        "2026-12-05 14:40:09,694 INFO Loading servable version {name: babi version: 1} from /m/babi/1",
+        "2026-12-05 14:40:09,990 INFO Successfully loaded servable version {name: babi version: 1}",
+        "2026-12-05 14:40:11,495 INFO Loading servable version {name: babi version: 2} from /m/babi/2",
+        "2026-12-05 14:40:11,513 INFO Servable version {name: babi version: 2} runs on the graph functions of "
+        "version 1 with its own variables",
+        "2026-12-05 14:40:11,520 INFO Successfully loaded servable version {name: babi version: 2}",
+        "2026-12-05 14:40:12,521 INFO Loading servable version {name: babi version: 3} from /m/babi/3",
+        "2026-12-05 14:40:12,521 ERROR Loading servable version {name: babi version: 3} failed: OSError: no",
+        "2026-12-05 14:40:13,100 INFO Loading servable version {name: lm version: 2} from /m/lm/2",
+        "2026-12-05 14:40:13,200 INFO Successfully loaded servable version {name: lm version: 2}",
+    ])
+    spans = load_spans(log, "babi", began)
+    assert set(spans) == {1, 2}  # version 3 failed; lm is another model
+    assert spans[2] == pytest.approx((1.495, 1.520), abs=1e-6)
+    assert spans[1] == pytest.approx((-0.306, -0.010), abs=1e-6)
+    # (sent at s, took s): one answered before the load began, one sent during it, one sent before it and
+    # still waiting when it began, one sent after it ended.
+    latencies = [(1.400, 0.050), (1.500, 0.012), (1.480, 0.030), (1.600, 0.090)]
+    found = in_flight_during(latencies, *spans[2])
+    assert found == pytest.approx({"ms": 25.0, "slowest_ms": 30.0, "requests": 2}, abs=1e-3)
+
+
 def _soak_result(steady_p99, without, with_warm_up, reused):
     swap = {"event": "version 2 (without warm-up)", "t": 1.0, "available_after_s": 0.3, "slowest_ms": without,
             "requests": 100}
@@ -189,8 +218,35 @@ def test_serving_swaps_summarises_each_run_and_resumes(tmp_path, monkeypatch):
     assert reuse["worst_over_steady_p99"] == {"best": 1.5, "median": 1.5, "worst": 1.5}
     assert (reuse["runs_within_2x"], full["runs_within_2x"]) == (2, 0)
     assert "| retrained_full | 2 | 10.0 | 40.0 ms (4.00x), serving after 0.30 s |" in serving_swaps.markdown(result)
+    assert "loading_over_steady_p99" not in reuse  # these soaks did not read the server's log
     serving_swaps.main(argv)  # every run is on disk: nothing runs again
     assert len(made) == 8
+
+
+def test_serving_swaps_sums_up_the_requests_in_flight_while_versions_loaded(tmp_path, monkeypatch):
+    from bench import serving_swaps
+
+    def fake_run(setting, path):
+        soak = _soak_result(10.0, 30.0, 12.0, 2)
+        swaps = soak["load"]["swaps"]
+        swaps[0]["loading"] = {"ms": 40.0, "slowest_ms": 15.0, "requests": 20}
+        swaps[2]["loading"] = {"ms": 30.0, "slowest_ms": 25.0 if setting == "copy_reuse" else 8.0, "requests": 9}
+        soak["load"]["slow_sockets"] = {"opened": 50, "slowest_ms": 21.0}
+        path.write_text(json.dumps(soak))
+
+    monkeypatch.setattr(serving_swaps, "run_once", fake_run)
+    serving_swaps.main(["--runs", "1", "--settings", "retrained_reuse", "copy_reuse", "--workdir",
+                        str(tmp_path / "runs"), "--out", str(tmp_path / "swaps.json")])
+    result = json.loads((tmp_path / "swaps.json").read_text())
+    retrained, copy = result["settings"]["retrained_reuse"], result["settings"]["copy_reuse"]
+    # The window's slowest (30 ms, 3x) misses the bound; the requests in flight while loading (15 ms) do not.
+    assert retrained["runs_within_2x"] == 0 and retrained["runs_within_2x_while_loading"] == 1
+    assert retrained["loading_over_steady_p99"]["worst"] == 1.5
+    # Neither run's slowest without warm-up records (30 ms) was in flight during its load; copy's 25 ms with was.
+    assert (retrained["swaps_slowest_while_loading"], copy["swaps_slowest_while_loading"], copy["swaps"]) == (0, 1, 2)
+    assert copy["runs_within_2x_while_loading"] == 0 and copy["loading_over_steady_p99"]["worst"] == 2.5
+    assert retrained["runs"][0]["slow_sockets_slowest_ms"] == 21.0
+    assert "30.0 ms (3.00x), serving after 0.30 s; while loading 15.0 ms (1.50x)" in serving_swaps.markdown(result)
 
 
 def test_the_batching_server_on_asyncios_own_loop_is_measured_beside_the_default():
