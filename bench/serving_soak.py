@@ -7,8 +7,9 @@ then:
 1. batch-1 latency, sequentially: in-process signature call vs gRPC, and REST
    on a keep-alive connection vs a fresh connection per request;
 2. every bad kind of `keras_relmem.testing.soak` once (expected vs got);
-3. `--threads` clients send `--requests` mixed requests (`--bad-fraction`
-   bad, half gRPC, half REST, REST half keep-alive). During the load: a new
+3. `--threads` clients send at least `--requests` mixed requests
+   (`--bad-fraction` bad, half gRPC, half REST, REST half keep-alive; the
+   load goes on until the server has closed the slow sockets). During the load: a new
    babi version *without* its warm-up file, a corrupt version, and a new
    version *with* warm-up (TF Serving's `assets.extra` requests), so the
    swap latency with and without warm-up is measured side by side; then,
