@@ -60,16 +60,17 @@ def check_grpc_body(port, message):
     return sorted(response.outputs)
 
 
-def h2load_grpc(port, message, clients, seconds=None, requests=None, warm_up_seconds=1.0):
+def h2load_grpc(port, message, clients, seconds=None, requests=None, warm_up_seconds=1.0, path=PREDICT):
     """Requests/s and per-request latencies (s) of `clients` h2load connections, one stream each.
 
-    Runs for `seconds` (after `warm_up_seconds`) or `requests` in all.
-    Raises when any response is not HTTP 200.
+    Runs for `seconds` (after `warm_up_seconds`) or `requests` in all; `path` is the gRPC method
+    (`/package.Service/Method`) whose serialized request `message` is. Raises when any response is
+    not HTTP 200.
     """
     with tempfile.TemporaryDirectory() as tmp:
         body, log = pathlib.Path(tmp) / "body", pathlib.Path(tmp) / "log"
         body.write_bytes(grpc_frame(message))
-        command = ["h2load", f"http://127.0.0.1:{port}{PREDICT}", "-d", str(body), "-c", str(clients), "-m", "1",
+        command = ["h2load", f"http://127.0.0.1:{port}{path}", "-d", str(body), "-c", str(clients), "-m", "1",
                    "-H", "content-type: application/grpc", "-H", "te: trailers", "--log-file", str(log)]
         if seconds is not None:
             command += ["-D", f"{seconds:g}", "--warm-up-time", f"{warm_up_seconds:g}"]
@@ -93,16 +94,19 @@ def parse_h2load(out, log):
 
 
 def wrk_rest(port, body, clients, seconds, path="/v1/models/babi:predict"):
-    """Requests/s and latency percentiles (ms: p50, p99) of `clients` keep-alive wrk connections POSTing `body`.
+    """Requests/s and latency percentiles (ms: p50, p99) of `clients` keep-alive wrk connections POSTing `body`
+    (GETting `path` when `body` is None).
 
     Raises when any response is not 2xx.
     """
     with tempfile.TemporaryDirectory() as tmp:
-        script = pathlib.Path(tmp) / "post.lua"
-        script.write_text('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
-                          f"wrk.body = [==[{body}]==]\n")
-        command = ["wrk", "-t", str(min(clients, 2)), "-c", str(clients), "-d", f"{seconds}s", "--latency",
-                   "-s", str(script), f"http://127.0.0.1:{port}{path}"]
+        command = ["wrk", "-t", str(min(clients, 2)), "-c", str(clients), "-d", f"{seconds}s", "--latency"]
+        if body is not None:
+            script = pathlib.Path(tmp) / "post.lua"
+            script.write_text('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
+                              f"wrk.body = [==[{body}]==]\n")
+            command += ["-s", str(script)]
+        command.append(f"http://127.0.0.1:{port}{path}")
         out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=600).stdout
     return parse_wrk(out)
 

@@ -325,9 +325,10 @@ def native_sequential(args, ports):
     return {"grpc_h2load_p50_ms": float(np.median(grpc_runs)), "rest_wrk_p50_ms": float(np.median(rest_runs))}
 
 
-def h2load_p50(port, message):
-    """p50 ms of 300 back-to-back `message`s on one h2load connection (after 10 unmeasured ones)."""
-    _, latencies = native_load.h2load_grpc(port, message, 1, requests=310)
+def h2load_p50(port, message, path=native_load.PREDICT):
+    """p50 ms of 300 back-to-back `message`s to the gRPC method `path` on one h2load connection (after 10
+    unmeasured ones)."""
+    _, latencies = native_load.h2load_grpc(port, message, 1, requests=310, path=path)
     return float(np.percentile(latencies[10:], 50) * 1e3)
 
 

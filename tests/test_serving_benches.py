@@ -121,8 +121,52 @@ def test_native_clients_get_answers_from_the_server(tmp_path):
         assert rate > 0 and len(latencies) == 20
         rate, latency = native_load.wrk_rest(ports["rest"], serving_latency.rest_body(), 1, 1)
         assert rate > 0 and latency["p99_ms"] >= latency["p50_ms"] > 0
+        # bench.serving_floors' cheapest calls: a health check over gRPC, the model's status over REST.
+        from bench import serving_floors
+
+        serving_floors.check_health(ports["grpc"])
+        assert serving_latency.h2load_p50(ports["grpc"], serving_floors.health_message(), serving_floors.HEALTH) > 0
+        assert serving_floors.wrk_p50(ports["rest"], None, 1, serving_floors.STATUS) > 0
     finally:
         serving_latency._stop(process)
+
+
+def test_serving_floors_rotates_the_paths_and_sums_up_what_the_bounds_leave():
+    from bench import serving_floors
+
+    assert [serving_floors.order(i)[0] for i in range(6)] == [*serving_floors.PATHS, serving_floors.PATHS[0]]
+    rounds = [
+        {"in_process": 1.0, "grpc_health": 0.2, "rest_status": 0.1, "grpc_predict": 1.5, "rest_predict": 1.3},
+        {"in_process": 0.8, "grpc_health": 0.1, "rest_status": 0.1, "grpc_predict": 1.2, "rest_predict": 1.0},
+        {"in_process": 1.2, "grpc_health": 0.3, "rest_status": 0.1, "grpc_predict": 1.5, "rest_predict": 1.6},
+    ]
+    summary = serving_floors.summarize(rounds)
+    assert summary["p50_ms"] == {"in_process": 1.0, "grpc_health": 0.2, "rest_status": 0.1, "grpc_predict": 1.5,
+                                 "rest_predict": 1.3}
+    grpc, rest = summary["grpc"], summary["rest"]
+    # 1.3x of 1.0 ms leaves 0.3 ms above the model; the health check takes 0.2 of it; 1.5 - 1.0 - 0.2 is left.
+    assert grpc["budget_ms"] == pytest.approx(0.3) and grpc["cheapest_call_share_of_budget"] == pytest.approx(2 / 3)
+    assert grpc["predict_over_in_process"] == 1.5 and grpc["rest_of_predict_ms"] == pytest.approx(0.3)
+    assert grpc["left_after_cheapest_call_ms"] == pytest.approx(0.1)
+    # Per round: 1.5x, 1.5x, 1.25x over gRPC; 1.3x, 1.25x, 1.33x over REST.
+    assert (grpc["rounds_within_bound"], rest["rounds_within_bound"]) == (1, 3)
+    assert rest["budget_ms"] == pytest.approx(0.4) and rest["cheapest_call_share_of_budget"] == pytest.approx(0.25)
+    text = serving_floors.markdown({"summary": summary})
+    assert "| gRPC | 0.200 | 1.500 | 1.50x | 1.3x | 0.300 | 67% | 0.300 |" in text
+
+
+def test_serving_floors_resumes_and_only_sums_up_a_finished_file(tmp_path):
+    import argparse
+
+    from bench import serving_floors
+
+    out = tmp_path / "floors.json"
+    rounds = [dict.fromkeys(serving_floors.PATHS, 1.0) for _ in range(2)]
+    out.write_text(json.dumps({"rounds": rounds}))
+    # Both rounds are on disk: no model, no server, the summary written from them.
+    assert serving_floors.run(argparse.Namespace(rounds=2, wrk_seconds=1, out=str(out))) == 0
+    result = json.loads(out.read_text())
+    assert result["summary"]["rounds"] == 2 and result["rounds"] == rounds
 
 
 def test_the_handed_off_rest_server_is_measured_beside_the_default():

@@ -1,0 +1,175 @@
+"""What each API costs before the model: the cheapest call of gRPC and of REST beside a batch-1 `answer`, alternated.
+
+The serving issue asks a sequential batch-1 request to take at most 1.3x the
+in-process signature call over gRPC (1.4x over REST). That leaves 0.3x the
+model's own time for everything else: the client, the transport, the server's
+threads, parsing and answering. This bench measures how much of that the API
+takes when the server does (nearly) nothing, on one unbatched server with
+REST and TensorFlow's default threads (as `bench.serving_latency`'s sequential
+part), with the native clients, one connection each:
+
+- `in_process`: the `answer` signature called in this process (the floor);
+- `grpc_health`: a gRPC health check (`grpc.health.v1.Health/Check`, the
+  cheapest method the gRPC port answers; h2load);
+- `rest_status`: `GET /v1/models/babi`, the model's status (wrk);
+- `grpc_predict` and `rest_predict`: the batch-1 `answer` request
+  (h2load, wrk), as in `bench.serving_latency`.
+
+Each round measures all five in an order rotated from round to round, and is
+written to `--out` as it finishes; a rerun goes on from the rounds already
+there. The summary gives the medians, each predict over in-process, the
+budget the 1.3x and 1.4x bounds leave (0.3 and 0.4 times in-process), and
+the share of it the API's cheapest call already takes.
+
+    KERAS_RELMEM_DATA=../shared/data python -m bench.serving_floors --rounds 10 \\
+        --out bench/results/serving_floors.json
+
+Needs Debian's `nghttp2-client` and `wrk` (`bench.native_load`).
+"""
+
+import argparse
+import json
+import pathlib
+import statistics
+import tempfile
+
+from bench import native_load
+from bench.serving import export_babi_entnet
+from bench.serving_latency import (
+    QUESTION,
+    STORY,
+    _with_rest,
+    grpc_message,
+    h2load_p50,
+    rest_body,
+    running_server,
+    sequential_p50,
+    server_flags,
+)
+
+HEALTH = "/grpc.health.v1.Health/Check"
+STATUS = "/v1/models/babi"
+PATHS = ("in_process", "grpc_health", "rest_status", "grpc_predict", "rest_predict")
+# The bounds the serving issue sets for sequential batch-1 requests over the in-process call.
+BOUNDS = {"grpc": 1.3, "rest": 1.4}
+
+
+def health_message():
+    """The serialized `HealthCheckRequest` for the model `babi` (what h2load sends to `HEALTH`)."""
+    from grpc_health.v1 import health_pb2
+
+    return health_pb2.HealthCheckRequest(service="babi").SerializeToString()
+
+
+def check_health(port):
+    """The health check h2load sends, once through a gRPC channel: h2load reads no gRPC status, so this makes
+    sure the server answers it SERVING rather than with an error."""
+    import grpc
+    from grpc_health.v1 import health_pb2
+
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        raw = channel.unary_unary(HEALTH)(health_message(), timeout=30)
+    status = health_pb2.HealthCheckResponse.FromString(raw).status
+    if status != health_pb2.HealthCheckResponse.SERVING:
+        raise RuntimeError(f"the health check answered {health_pb2.HealthCheckResponse.ServingStatus.Name(status)}")
+
+
+def wrk_p50(port, body, seconds, path="/v1/models/babi:predict"):
+    """p50 ms of one wrk connection sending `body` to `path` back-to-back (GETs when `body` is None)."""
+    return native_load.wrk_rest(port, body, 1, seconds, path=path)[1]["p50_ms"]
+
+
+def order(round_index):
+    """The paths' order in a round: rotated by one each round."""
+    shift = round_index % len(PATHS)
+    return PATHS[shift:] + PATHS[:shift]
+
+
+def summarize(rounds):
+    """Medians over rounds of each path's p50 (ms), and what they leave of the issue's bounds."""
+    p50 = {path: statistics.median(r[path] for r in rounds) for path in PATHS}
+    floor = p50["in_process"]
+    result = {"p50_ms": p50, "rounds": len(rounds)}
+    for api, cheapest in (("grpc", "grpc_health"), ("rest", "rest_status")):
+        budget = (BOUNDS[api] - 1) * floor
+        result[api] = {
+            "predict_over_in_process": p50[f"{api}_predict"] / floor,
+            "bound": BOUNDS[api],
+            "budget_ms": budget,  # what the bound leaves above the model's own time
+            "cheapest_call_ms": p50[cheapest],
+            "cheapest_call_share_of_budget": p50[cheapest] / budget,
+            "left_after_cheapest_call_ms": budget - p50[cheapest],
+            # Above the model and the API's cheapest call: the request's own parsing, checking, answering, and
+            # the model's call made from the server's threads rather than alone.
+            "rest_of_predict_ms": p50[f"{api}_predict"] - floor - p50[cheapest],
+            "rounds_within_bound": sum(r[f"{api}_predict"] / r["in_process"] <= BOUNDS[api] for r in rounds),
+        }
+    return result
+
+
+def markdown(result):
+    s = result["summary"]
+    p50 = s["p50_ms"]
+    lines = [f"Sequential p50 ms, medians of {s['rounds']} rounds: in-process {p50['in_process']:.3f}", "",
+             "| API | cheapest call ms | batch-1 `answer` ms | over in-process | bound | budget ms "
+             "| cheapest call's share of it | rest of the request ms |",
+             "|---|---|---|---|---|---|---|---|"]
+    for api, cheapest in (("gRPC", "grpc_health"), ("REST", "rest_status")):
+        row = s[api.lower()]
+        lines.append(f"| {api} | {p50[cheapest]:.3f} | {p50[api.lower() + '_predict']:.3f} | "
+                     f"{row['predict_over_in_process']:.2f}x | {row['bound']:.1f}x | {row['budget_ms']:.3f} | "
+                     f"{row['cheapest_call_share_of_budget']:.0%} | {row['rest_of_predict_ms']:.3f} |")
+    return "\n".join(lines)
+
+
+def run(args):
+    import tensorflow as tf
+
+    out = pathlib.Path(args.out)
+    result = json.loads(out.read_text()) if out.exists() else {"rounds": []}
+    result["arguments"] = {"rounds": args.rounds, "wrk_seconds": args.wrk_seconds}
+    if len(result["rounds"]) >= args.rounds:  # every round is there: only the summary is made again
+        result["summary"] = summarize(result["rounds"])
+        out.write_text(json.dumps(result, indent=1))
+        print(markdown(result))
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        base = pathlib.Path(tmp)
+        export_babi_entnet(base)
+        answer = tf.saved_model.load(str(base / "babi" / "1")).signatures["answer"]
+        story, question = tf.constant([STORY]), tf.constant([QUESTION])
+        with running_server(_with_rest(server_flags(base, False, "tensorflow_default"))) as ports:
+            native_load.check_grpc_body(ports["grpc"], grpc_message())
+            check_health(ports["grpc"])
+            measures = {
+                "in_process": lambda: sequential_p50(lambda: answer(story=story, question=question)),
+                "grpc_health": lambda: h2load_p50(ports["grpc"], health_message(), path=HEALTH),
+                "rest_status": lambda: wrk_p50(ports["rest"], None, args.wrk_seconds, STATUS),
+                "grpc_predict": lambda: h2load_p50(ports["grpc"], grpc_message()),
+                "rest_predict": lambda: wrk_p50(ports["rest"], rest_body(), args.wrk_seconds),
+            }
+            for measure in measures.values():  # once unrecorded: tracing, connections, the caches of both sides
+                measure()
+            while len(result["rounds"]) < args.rounds:
+                index = len(result["rounds"])
+                result["rounds"].append({path: float(measures[path]()) for path in order(index)})
+                result["summary"] = summarize(result["rounds"])
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(json.dumps(result, indent=1))
+                print(f"round {index + 1}/{args.rounds} written to {out}", flush=True)
+    print(markdown(result))
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--wrk-seconds", type=int, default=2, help="seconds of each wrk measurement")
+    parser.add_argument("--out", default="bench/results/serving_floors.json")
+    if not native_load.available():
+        parser.error("needs Debian's nghttp2-client (h2load) and wrk")
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
