@@ -1,6 +1,7 @@
 """What the serving benches share: an exported bAbI EntNet and our server started in its own process."""
 
 import contextlib
+import json
 import os
 import pathlib
 import queue
@@ -95,10 +96,34 @@ def _drain(stream, lines):
     lines.put(None)
 
 
+def rotated(names, round_index):
+    """`names` rotated by one each round, so that a drift of the machine touches each of them alike."""
+    names = list(names)
+    shift = round_index % len(names)
+    return names[shift:] + names[:shift]
+
+
+def alternated_rounds(result, out, rounds, measure_round, summarize):
+    """Append `measure_round(index)` to `result["rounds"]` until it holds `rounds`, writing `result` (with
+    `summarize(rounds)` as its summary) to `out` after each, so that a rerun goes on where this one stopped.
+
+    Example:
+        alternated_rounds(result, "runs/x.json", 6, lambda i: {name: measure(name) for name in rotated(NAMES, i)},
+                          summarize)
+    """
+    out = pathlib.Path(out)
+    while len(result["rounds"]) < rounds:
+        index = len(result["rounds"])
+        result["rounds"].append(measure_round(index))
+        result["summary"] = summarize(result["rounds"])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1))
+        print(f"round {index + 1}/{rounds} written to {out}", flush=True)
+    return result
+
+
 def save_and_report(result, out, markdown):
     """Write a serving bench's `result` as JSON to `out` and print its `markdown(result)`; returns 0."""
-    import json
-
     out = pathlib.Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))

@@ -27,7 +27,7 @@ import statistics
 import tempfile
 
 from bench import native_load
-from bench.serving import export_babi_entnet
+from bench.serving import alternated_rounds, export_babi_entnet, rotated
 from bench.serving_latency import (
     THREADS,
     _with_rest,
@@ -57,9 +57,7 @@ def measure(api, ports, clients, seconds):
 
 def order(round_index):
     """The servers' order in a round: rotated by one each round."""
-    names = list(SERVERS)
-    shift = round_index % len(names)
-    return names[shift:] + names[:shift]
+    return rotated(SERVERS, round_index)
 
 
 def summarize(rounds):
@@ -116,17 +114,9 @@ def run(args):
             ports = {name: stack.enter_context(running_server(_with_rest(server_flags(base, batching, args.threads))
                                                                + extra))
                      for name, (batching, extra) in SERVERS.items()}
-            while len(result["rounds"]) < args.rounds:
-                index = len(result["rounds"])
-                row = {api: {} for api in APIS}
-                for api in APIS:
-                    for name in order(index):
-                        row[api][name] = measure(api, ports[name], args.clients, args.seconds)
-                result["rounds"].append(row)
-                result["summary"] = summarize(result["rounds"])
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(json.dumps(result, indent=1))
-                print(f"round {index + 1}/{args.rounds} written to {out}", flush=True)
+            alternated_rounds(result, out, args.rounds, lambda index: {
+                api: {name: measure(api, ports[name], args.clients, args.seconds) for name in order(index)}
+                for api in APIS}, summarize)
     print(markdown(result))
     return 0
 

@@ -34,7 +34,7 @@ import statistics
 import tempfile
 
 from bench import native_load
-from bench.serving import export_babi_entnet
+from bench.serving import alternated_rounds, export_babi_entnet, rotated
 from bench.serving_latency import (
     QUESTION,
     STORY,
@@ -77,12 +77,6 @@ def check_health(port):
 def wrk_p50(port, body, seconds, path="/v1/models/babi:predict"):
     """p50 ms of one wrk connection sending `body` to `path` back-to-back (GETs when `body` is None)."""
     return native_load.wrk_rest(port, body, 1, seconds, path=path)[1]["p50_ms"]
-
-
-def order(round_index):
-    """The paths' order in a round: rotated by one each round."""
-    shift = round_index % len(PATHS)
-    return PATHS[shift:] + PATHS[:shift]
 
 
 def summarize(rounds):
@@ -150,13 +144,9 @@ def run(args):
             }
             for measure in measures.values():  # once unrecorded: tracing, connections, the caches of both sides
                 measure()
-            while len(result["rounds"]) < args.rounds:
-                index = len(result["rounds"])
-                result["rounds"].append({path: float(measures[path]()) for path in order(index)})
-                result["summary"] = summarize(result["rounds"])
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(json.dumps(result, indent=1))
-                print(f"round {index + 1}/{args.rounds} written to {out}", flush=True)
+            alternated_rounds(result, out, args.rounds,
+                              lambda index: {path: float(measures[path]()) for path in rotated(PATHS, index)},
+                              summarize)
     print(markdown(result))
     return 0
 

@@ -133,8 +133,9 @@ def test_native_clients_get_answers_from_the_server(tmp_path):
 
 def test_serving_floors_rotates_the_paths_and_sums_up_what_the_bounds_leave():
     from bench import serving_floors
+    from bench.serving import rotated
 
-    assert [serving_floors.order(i)[0] for i in range(6)] == [*serving_floors.PATHS, serving_floors.PATHS[0]]
+    assert [rotated(serving_floors.PATHS, i)[0] for i in range(6)] == [*serving_floors.PATHS, serving_floors.PATHS[0]]
     rounds = [
         {"in_process": 1.0, "grpc_health": 0.2, "rest_status": 0.1, "grpc_predict": 1.5, "rest_predict": 1.3},
         {"in_process": 0.8, "grpc_health": 0.1, "rest_status": 0.1, "grpc_predict": 1.2, "rest_predict": 1.0},
