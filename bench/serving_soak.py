@@ -9,18 +9,18 @@ then:
 2. every bad kind of `keras_relmem.testing.soak` once (expected vs got);
 3. `--threads` clients send at least `--requests` mixed requests
    (`--bad-fraction` bad, half gRPC, half REST, REST half keep-alive; the
-   load goes on until the server has closed the slow sockets). During the load: a new
-   babi version *without* its warm-up file, a corrupt version, and a new
-   version *with* warm-up (TF Serving's `assets.extra` requests), so the
-   swap latency with and without warm-up is measured side by side; then,
-   once the last swap's window has closed, 50 slow-loris sockets that must
-   be closed after the timeout (their own stall is reported apart, and kept
-   out of the swap windows and the steady figures). Each swap also reports
-   the slowest request in flight while the server loaded the version, from
-   the server's log. The new
-   versions are copies of version 1 (`--swap-versions copy`) or exports of the
-   same code with other weights, each from a process of its own, as a
-   retrained model arrives (`retrained`);
+   load goes on until the server has closed the slow sockets). During the
+   load: a new babi version *without* its warm-up file, a corrupt version,
+   and a new version *with* warm-up (TF Serving's `assets.extra` requests),
+   so the swap latency with and without warm-up is measured side by side;
+   then, once the last swap's window has closed, 50 slow-loris sockets that
+   must be closed after the timeout (their own stall is reported apart, and
+   kept out of the swap windows and the steady figures). Each swap also
+   reports the slowest request in flight while the server loaded the
+   version, from the server's log. The new versions are copies of version 1
+   (`--swap-versions copy`) or exports of the same code with other weights,
+   each from a process of its own, as a retrained model arrives
+   (`retrained`);
 4. the server's RSS, threads and open files sampled every 0.5 s, and after
    the load; then SIGTERM, which must exit 0.
 
@@ -281,8 +281,8 @@ def main(argv=None):
                            for path, v in recorder.latencies.items()},
             "steady_p99_ms": soak.percentile(steady, 99) * 1e3,
             # The slowest of the requests outside the swap windows (and the slow sockets' time), beside each
-            # window's slowest and count: a
-            # window's slowest is the maximum of its requests, which exceeds the p99 even when nothing happens.
+            # window's slowest and count: a window's slowest is the maximum of its requests, which exceeds the
+            # p99 even when nothing happens.
             "steady_slowest_ms": max(steady, default=0.0) * 1e3,
             "steady_requests": len(steady),
             "slowest_requests": [{"ms": seconds * 1e3, "sent_at_s": started - began, "path": path, "what": detail}
