@@ -101,17 +101,22 @@ def fill_proto(proto, array):
         return proto
     if array.dtype.kind in "OSU":
         items = array.ravel().tolist()
-        if not all(isinstance(item, bytes) for item in items):
-            if not all(isinstance(item, (bytes, str)) for item in items):
-                proto.CopyFrom(tf.make_tensor_proto(array))
-                return proto
-            items = [i.encode("utf-8") if isinstance(i, str) else i for i in items]
-        proto.dtype = types_pb2.DT_STRING
-        proto.tensor_shape.CopyFrom(_shape_proto(array.shape))
-        proto.string_val.extend(items)
-        return proto
+        if not all(isinstance(item, bytes) for item in items):  # bytes (gRPC's strings) go in as they are
+            items = _utf8(items)
+        if items is not None:
+            proto.dtype = types_pb2.DT_STRING
+            proto.tensor_shape.CopyFrom(_shape_proto(array.shape))
+            proto.string_val.extend(items)
+            return proto
     proto.CopyFrom(tf.make_tensor_proto(array))
     return proto
+
+
+def _utf8(items):
+    """`items` as bytes, str encoded as UTF-8; None when one is neither (TensorFlow's conversion decides then)."""
+    if not all(isinstance(item, (bytes, str)) for item in items):
+        return None
+    return [item.encode("utf-8") if isinstance(item, str) else item for item in items]
 
 
 @functools.lru_cache(maxsize=256)
