@@ -294,6 +294,26 @@ def test_serving_swaps_sums_up_the_requests_in_flight_while_versions_loaded(tmp_
     assert "30.0 ms (3.00x), serving after 0.30 s; while loading 15.0 ms (1.50x)" in serving_swaps.markdown(result)
 
 
+def test_serving_swaps_sums_up_the_loads_of_the_runs_that_timed_them(tmp_path, monkeypatch):
+    from bench import serving_swaps
+
+    def fake_run(setting, path):
+        soak = _soak_result(10.0, 30.0, 12.0, 2)
+        if path.name.endswith("_2.json"):  # a later soak, which read the server's log
+            for swap in soak["load"]["swaps"]:
+                if "available_after_s" in swap:
+                    swap["loading"] = {"ms": 40.0, "slowest_ms": 12.0, "requests": 20}
+        path.write_text(json.dumps(soak))
+
+    monkeypatch.setattr(serving_swaps, "run_once", fake_run)
+    serving_swaps.main(["--runs", "2", "--settings", "copy_reuse", "--workdir", str(tmp_path / "runs"),
+                        "--out", str(tmp_path / "swaps.json")])
+    copy = json.loads((tmp_path / "swaps.json").read_text())["settings"]["copy_reuse"]
+    assert copy["runs_within_2x"] == 0  # both runs' windows held a 30 ms request (3x)
+    assert copy["loading_over_steady_p99"] == {"best": 1.2, "median": 1.2, "worst": 1.2}
+    assert (copy["runs_within_2x_while_loading"], copy["swaps_slowest_while_loading"], copy["swaps"]) == (1, 1, 2)
+
+
 def test_the_batching_server_on_asyncios_own_loop_is_measured_beside_the_default():
     from keras_relmem.serving import server
 
