@@ -24,6 +24,8 @@ import filecmp
 import pathlib
 
 import tensorflow as tf
+from google.protobuf import message
+from tensorflow.core.framework import function_pb2
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 CHECKPOINT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
@@ -39,24 +41,47 @@ class Program:
     Args:
         path: the version directory.
         meta_graph: its `MetaGraphDef` tagged `serve`.
+        functions: `{name: serialized FunctionDef}` of its graph's library
+            (`saved_model_file.read_serve_graph`); None takes them from
+            `meta_graph.graph_def.library`.
 
     Example:
 
     ```python
-    program = Program("exports/babi/1", meta_graph)
+    program = Program("exports/babi/1", *saved_model_file.read_serve_graph("exports/babi/1"))
     program.signature_function("answer")   # '__inference_signature_wrapper_answer_4543'
     ```
     """
 
-    def __init__(self, path, meta_graph):
+    def __init__(self, path, meta_graph, functions=None):
         self.path = pathlib.Path(path)
         self.meta_graph = meta_graph
         self.objects = meta_graph.object_graph_def
-        self.library = {f.signature.name: f for f in meta_graph.graph_def.library.function}
+        if functions is None:
+            functions = {f.signature.name: f.SerializeToString(deterministic=True)
+                         for f in meta_graph.graph_def.library.function}
+        self._serialized = functions  # function name -> its bytes as the file holds them
+        self._parsed = {}  # function name -> FunctionDef, parsed when first needed
         self._constants = {n.name: n for n in meta_graph.graph_def.node if n.op == "Const"}
         self._paths = None
         self._closures = {}  # function name -> names of it and all it calls
-        self._bytes = {}  # (function name, shared names blanked) -> serialized FunctionDef
+        self._bytes = {}  # (function name, shared names blanked) -> deterministically serialized FunctionDef
+
+    def function(self, name):
+        """FunctionDef `name`, parsed from the file's bytes the first time it is asked for.
+
+        Raises:
+            NotReusable: no such function, or bytes that do not parse (the
+                full load then reports the file as damaged).
+        """
+        if name not in self._parsed:
+            if name not in self._serialized:
+                raise NotReusable(f"function {name} is missing from the library")
+            try:
+                self._parsed[name] = function_pb2.FunctionDef.FromString(bytes(self._serialized[name]))
+            except message.DecodeError as error:
+                raise NotReusable(f"function {name} cannot be parsed: {error}") from None
+        return self._parsed[name]
 
     def signature_function(self, key):
         """The concrete function name behind signature `key` (the root's `signatures` child)."""
@@ -84,45 +109,70 @@ class Program:
                 name = pending.pop()
                 if name in seen:
                     continue
-                if name not in self.library:
-                    raise NotReusable(f"function {name} is missing from the library")
+                function = self.function(name)
                 seen.add(name)
-                pending.extend(_called_functions(self.library[name], self.library))
+                pending.extend(_called_functions(function, self._serialized))
             self._closures[function_name] = tuple(sorted(seen))
         return self._closures[function_name]
 
     def function_bytes(self, name, ignore_shared_names=False):
-        """FunctionDef `name` serialized; `ignore_shared_names` blanks the `shared_name` of resource ops (a
-        lookup table's holds the temporary path it was exported from)."""
+        """FunctionDef `name` serialized deterministically; `ignore_shared_names` blanks the `shared_name` of
+        resource ops (a lookup table's holds the temporary path it was exported from)."""
         key = (name, ignore_shared_names)
         if key not in self._bytes:
-            function = self.library[name]
+            function = self.function(name)
             if ignore_shared_names:
                 function = _without_shared_names(function)
             self._bytes[key] = function.SerializeToString(deterministic=True)
         return self._bytes[key]
 
-    def same_functions(self, name, served, ignore_shared_names=False):
-        """Whether function `name` and all it calls are `served`'s functions of the same names, byte for byte.
+    def same_function(self, name, served, ignore_shared_names=False):
+        """Whether function `name` is `served`'s function of that name.
 
-        Only the served program's calls are walked: a function serialized
-        alike calls the same functions, so the new program's closure is the
-        served one's and is remembered without a walk of its own.
+        The same bytes in both files are the same function, so they are
+        compared first and nothing is parsed (TensorFlow writes functions
+        deterministically serialized: a copy or a retrained export of the same
+        code has the same bytes). Other bytes, or shared names to ignore, are
+        compared as deterministic serializations of the parsed functions.
+        """
+        if name not in self._serialized or name not in served._serialized:
+            return False
+        if not ignore_shared_names and self._serialized[name] == served._serialized[name]:
+            return True
+        return self.function_bytes(name, ignore_shared_names) == served.function_bytes(name, ignore_shared_names)
+
+    def same_functions(self, name, served, ignore_shared_names=False):
+        """Whether function `name` and all it calls are `served`'s functions of the same names.
+
+        Only the served program's calls are walked: a function alike calls
+        the same functions, so the new program's closure is the served one's
+        and is remembered without a walk of its own.
         """
         names = served.closure(name)
-        if any(n not in self.library or self.function_bytes(n, ignore_shared_names)
-               != served.function_bytes(n, ignore_shared_names) for n in names):
+        if not all(self.same_function(n, served, ignore_shared_names) for n in names):
             return False
         self._closures[name] = names
         return True
 
+    def check_other_functions(self, served):
+        """Parse every function whose bytes are not `served`'s, so a damaged file is not served.
+
+        A full parse of the file would have refused it; the functions equal
+        to the served version's parsed when that version was loaded.
+
+        Raises:
+            NotReusable: a function does not parse.
+        """
+        for name, serialized in self._serialized.items():
+            if served._serialized.get(name) != serialized:
+                self.function(name)
+
     def prepare(self, keys):
-        """Walk and serialize the functions of signatures `keys` now (as part of a full load), so a later
-        version's comparison with this one only serializes its own."""
+        """Walk the functions of signatures `keys` now (as part of a full load), so a later version's comparison
+        with this one parses none of them."""
         for key in keys:
             try:
-                for name in self.closure(self.signature_function(key)):
-                    self.function_bytes(name)
+                self.closure(self.signature_function(key))
             except NotReusable:
                 continue
 
@@ -186,6 +236,7 @@ def reused_captures(new, old, old_captures):
             else:
                 _check_shareable(new, new_id, old, old_id, reader)
                 captures[key].append(capture)
+    new.check_other_functions(old)
     return captures, list(variables.values())
 
 

@@ -11,11 +11,10 @@ import pathlib
 import grpc
 import numpy as np
 import tensorflow as tf
-from google.protobuf import message, text_format
-from tensorflow.core.protobuf import saved_model_pb2
+from google.protobuf import message
 from tensorflow.python.util import deprecation
 
-from keras_relmem.serving import reuse, tensors
+from keras_relmem.serving import reuse, saved_model_file, tensors
 from keras_relmem.serving.errors import ServingError, invalid
 
 log = logging.getLogger("keras_relmem.serving")
@@ -24,32 +23,6 @@ WARMUP_FILE = ("assets.extra", "tf_serving_warmup_requests")
 MAX_WARMUP_RECORDS = 1000  # TF Serving refuses files with more
 CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
-
-
-def _parse_saved_model(path):
-    """The SavedModel proto of the version folder `path` (`saved_model.pb`, or its text form)."""
-    path = pathlib.Path(path)
-    saved_model = saved_model_pb2.SavedModel()
-    binary, text = path / "saved_model.pb", path / "saved_model.pbtxt"
-    if not binary.is_file() and not text.is_file():
-        raise OSError(f"SavedModel file does not exist at: {path}/{{saved_model.pbtxt|saved_model.pb}}")
-    source = binary if binary.is_file() else text
-    try:
-        if source is binary:
-            saved_model.ParseFromString(binary.read_bytes())
-        else:
-            text_format.Parse(text.read_text(), saved_model)
-    except (message.DecodeError, text_format.ParseError, UnicodeDecodeError) as error:
-        raise OSError(f"Cannot parse {source}: {error}") from error
-    return saved_model
-
-
-def _serve_meta_graph(path):
-    saved_model = _parse_saved_model(path)
-    for meta_graph in saved_model.meta_graphs:
-        if "serve" in meta_graph.meta_info_def.tags:
-            return meta_graph
-    raise ValueError(f"{path} has no MetaGraph tagged 'serve'.")
 
 
 def _shape_text(shape):
@@ -92,8 +65,8 @@ class Servable:
         self.name = name
         self.version = int(version)
         self.path = str(path)
-        meta_graph = _serve_meta_graph(path)
-        self.program = reuse.Program(path, meta_graph)
+        meta_graph, functions = saved_model_file.read_serve_graph(path)
+        self.program = reuse.Program(path, meta_graph, functions)
         self.signature_defs = {
             key: sig for key, sig in meta_graph.signature_def.items() if not key.startswith("__")
         }

@@ -9,13 +9,17 @@ vocabulary or program fails.
 import concurrent.futures
 import gc
 import pathlib
+import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from google.protobuf import message
+from tensorflow.core.framework import function_pb2, node_def_pb2, op_def_pb2
+from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 
-from keras_relmem.serving import reuse
+from keras_relmem.serving import reuse, saved_model_file
 from keras_relmem.serving.manager import ModelManager
 from keras_relmem.serving.servable import Servable
 from keras_relmem.serving.server import build_parser
@@ -112,6 +116,46 @@ def test_a_reused_version_outlives_its_donor_and_lends_on(versions):
     assert third.reused_version == 2
     check(third, 1)
     check(second, 2)
+
+
+def test_functions_serialized_otherwise_are_compared_as_functions():
+    function = function_pb2.FunctionDef(signature=op_def_pb2.OpDef(name="f"),
+                                        node_def=[node_def_pb2.NodeDef(name="n", op="Identity")])
+    canonical = function.SerializeToString(deterministic=True)
+    # The same fields in another order (a writer that does not sort them): other bytes, the same function.
+    reordered = (function_pb2.FunctionDef(node_def=function.node_def).SerializeToString()
+                 + function_pb2.FunctionDef(signature=function.signature).SerializeToString())
+    assert reordered != canonical and function_pb2.FunctionDef.FromString(reordered) == function
+    other = function_pb2.FunctionDef(signature=op_def_pb2.OpDef(name="f"),
+                                     node_def=[node_def_pb2.NodeDef(name="n", op="Neg")])
+    meta_graph = meta_graph_pb2.MetaGraphDef()
+    a, b, c = (reuse.Program(name, meta_graph, {"f": serialized})
+               for name, serialized in [("a", canonical), ("b", reordered), ("c", other.SerializeToString())])
+    assert a.same_function("f", b) and b.same_function("f", a)
+    assert not a.same_function("f", c)
+    assert not a.same_function("g", b)
+
+
+def test_a_damaged_function_the_signatures_do_not_call_is_not_served(versions, tmp_path):
+    """Only the functions compared are parsed while checking; the others are parsed before a version is reused,
+    so a file that a full parse refuses is never served (its full load then fails and reports it)."""
+    first = Servable("m", 1, versions / "1")
+    damaged = tmp_path / "2"
+    shutil.copytree(versions / "2", damaged)
+    data = (damaged / "saved_model.pb").read_bytes()
+    library = saved_model_pb2.SavedModel.FromString(data).meta_graphs[0].graph_def.library
+    (save,) = [f for f in library.function if "traced_save" in f.signature.name]
+    node = max((n.SerializeToString(deterministic=True) for n in save.node_def), key=len)
+    assert data.count(node) == 1
+    data = data.replace(node, b"\xff" * len(node))  # its length kept: the file's structure still holds
+    (damaged / "saved_model.pb").write_bytes(data)
+    with pytest.raises(message.DecodeError):
+        saved_model_pb2.SavedModel.FromString(data)
+    program = reuse.Program(damaged, *saved_model_file.read_serve_graph(damaged))
+    with pytest.raises(reuse.NotReusable, match="traced_save.* cannot be parsed"):
+        reuse.reused_captures(program, first.program, {k: f.captures for k, f in first._flat_calls.items()})
+    with pytest.raises(OSError, match="Cannot parse"):
+        Servable("m", 2, damaged, donors=[first])
 
 
 def test_the_manager_reuses_unless_told_not_to(versions, tmp_path):
