@@ -271,7 +271,10 @@ class ModelManager:
     def _load_in_full(self, name, version, path):
         servable = (self._factory or Servable)(name, version, path)
         warm_up = getattr(servable, "warm_up", None)
-        return servable, (warm_up() if warm_up is not None else 0)
+        replayed = warm_up() if warm_up is not None else 0
+        if self._factory is None and self.reuse_functions:
+            _rehearse_reuse(servable)
+        return servable, replayed
 
     def start(self):
         """Poll once now (so the server starts with its models), then keep polling in the background."""
@@ -291,6 +294,24 @@ class ModelManager:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+
+def _rehearse_reuse(servable):
+    """Build `servable` once more on its own graph functions, warm that copy and drop it.
+
+    The first version built on a served one pays costs that later ones do
+    not: memory the process has not used before, and the first runs of the
+    path that reads variables into new tensors (about 8 ms of a CPU where
+    later builds take 4, and about twice that under traffic). Paid here, as
+    part of a full load, they no longer fall on the requests in flight during
+    the first swap. A version that cannot run on its own functions (a
+    checkpointed table, signatures called by keyword) is simply not rehearsed.
+    """
+    try:
+        Servable(servable.name, servable.version, servable.path, donors=[servable], load_in_full=False).warm_up()
+    except Exception as error:  # only a rehearsal: the version itself loaded and serves
+        log.debug("Servable version {name: %s version: %d} was not rehearsed on its own graph functions: %s",
+                  servable.name, servable.version, error)
 
 
 class _QuickGilHandover:

@@ -175,6 +175,31 @@ def test_the_manager_reuses_unless_told_not_to(versions, tmp_path):
         assert [state for _, state, _ in manager.status("m")] == ["AVAILABLE", "END"]
 
 
+def test_a_full_load_rehearses_a_build_on_its_own_functions(versions, tmp_path, monkeypatch):
+    from keras_relmem.serving import manager as manager_module
+
+    built = []
+
+    class Recorded(Servable):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            built.append((self.name, self.version, self.reused_version))
+
+    monkeypatch.setattr(manager_module, "Servable", Recorded)
+    shutil.copytree(versions / "1", tmp_path / "m" / "1")
+    shutil.copytree(versions / "6", tmp_path / "n" / "6")  # a checkpointed table: never built on other functions
+    for reuse_functions, rehearsed in ((True, [("m", 1, 1)]), (False, [])):
+        built.clear()
+        manager = ModelManager(configs_for(tmp_path, ["m", "n"]), poll_seconds=-1, reuse_functions=reuse_functions)
+        manager.poll()
+        assert [b for b in built if b[2] is None] == [("m", 1, None), ("n", 6, None)]
+        assert [b for b in built if b[2] is not None] == rehearsed
+        # What serves is the full load, which answers as before.
+        assert manager.get("m").reused_version is None and manager.get("n").reused_version is None
+        check(manager.get("m"), 1)
+        check(manager.get("n"), 6)
+
+
 def test_the_server_flag_takes_true_or_false():
     parser = build_parser()
     assert parser.parse_args([]).reuse_graph_functions is True
