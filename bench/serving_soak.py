@@ -86,7 +86,7 @@ def export_retrained(base, seed):
     return pathlib.Path(base) / "babi" / "1"
 
 
-def start_with_models(base, stderr_path, server_flags=()):
+def start_with_models(base, stderr_path, server_flags=(), script=None):
     config = base / "models.config"
     config.write_text("model_config_list {\n" + "".join(
         f'  config {{ name: "{n}" base_path: "{base / n}" model_platform: "tensorflow" }}\n' for n in ("babi", "lm")
@@ -97,7 +97,7 @@ def start_with_models(base, stderr_path, server_flags=()):
         ["--rest_api_port", str(free_port()), "--model_config_file", str(config), "--file_system_poll_wait_seconds",
          "0.5", "--rest_api_timeout_in_ms", str(TIMEOUT_MS), "--monitoring_config_file", str(monitoring),
          *server_flags],
-        log_path=stderr_path)
+        log_path=stderr_path, script=script)
     return process, ports["grpc"], ports["rest"]
 
 
@@ -135,6 +135,9 @@ def main(argv=None):
                         help="new versions are copies of version 1, or the same code's exports with other weights")
     parser.add_argument("--server-flag", action="append", default=[], dest="server_flags",
                         help="a flag for the server, e.g. --server-flag=--reuse_graph_functions=false")
+    parser.add_argument("--server-script", default=None,
+                        help="the server script to soak (default this checkout's serving/server.py), e.g. an older "
+                             "checkout's, which then runs with that checkout's package")
     parser.add_argument("--out", default="bench/results/serving_soak.json")
     args = parser.parse_args(argv)
 
@@ -144,7 +147,7 @@ def main(argv=None):
     if args.swap_versions == "retrained":
         sources = {version: export_retrained(work / f"retrained-{version}", version) for version in sources}
     stderr_path = work / "server.stderr"
-    process, grpc_port, rest_port = start_with_models(work, stderr_path, args.server_flags)
+    process, grpc_port, rest_port = start_with_models(work, stderr_path, args.server_flags, args.server_script)
     result = {"arguments": vars(args), "rest_timeout_ms": TIMEOUT_MS}
     try:
         client = soak.Client("127.0.0.1", grpc_port, rest_port)

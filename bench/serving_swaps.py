@@ -11,7 +11,10 @@ in a process of its own:
   `--reuse_graph_functions=false`, every version loaded in full as before.
 
 The runs go round the four settings in turn, so a drift of the machine
-touches them alike. Each run's whole soak result is kept under `--workdir`
+touches them alike. `--baseline-script` soaks each setting with another
+server script too (an older checkout's `serving/server.py`, running that
+checkout's package), just before this checkout's: old against new in one
+run. Each run's whole soak result is kept under `--workdir`
 as it finishes (a rerun skips the runs already there), and the summary, per
 run and per setting, is written to `--out`: each swap's slowest request over
 the run's steady p99 (the serving issue's bound is 2x), how long the version
@@ -70,15 +73,30 @@ def _spread(values):
     return {"best": min(values), "median": statistics.median(values), "worst": max(values)}
 
 
-def run_once(setting, path):
-    command = [sys.executable, "-m", "bench.serving_soak", *SETTINGS[setting], "--out", str(path)]
+def run_once(setting, path, arguments=None):
+    """One soak of `setting` (its `SETTINGS` arguments, or `arguments`) into `path`, in a process of its own."""
+    command = [sys.executable, "-m", "bench.serving_soak", *(arguments or SETTINGS[setting]), "--out", str(path)]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=pathlib.Path(__file__).resolve().parents[1])
+
+
+def settings_to_run(settings, baseline_script=None):
+    """`{name: soak arguments}` in the order a round runs them: with a baseline, each setting's baseline soak
+    (`baseline_<setting>`, the other server script) just before its soak of this checkout's server."""
+    runs = {}
+    for setting in settings:
+        if baseline_script:
+            runs[f"baseline_{setting}"] = [*SETTINGS[setting], "--server-script", str(baseline_script)]
+        runs[setting] = SETTINGS[setting]
+    return runs
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3, help="soak runs per setting")
     parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=list(SETTINGS))
+    parser.add_argument("--baseline-script", default=None,
+                        help="another server script (an older checkout's serving/server.py): each setting is "
+                             "soaked with it too, alternated with this checkout's, as baseline_<setting>")
     parser.add_argument("--workdir", default="runs/serving_swaps", help="each run's soak result, kept for reruns")
     parser.add_argument("--out", default="bench/results/serving_swaps.json")
     args = parser.parse_args(argv)
@@ -86,13 +104,14 @@ def main(argv=None):
     workdir = pathlib.Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     result = {"arguments": vars(args), "settings": {}}
+    runs = settings_to_run(args.settings, args.baseline_script)
     for run in range(1, args.runs + 1):
-        for setting in args.settings:
+        for setting, arguments in runs.items():
             path = workdir / f"{setting}_{run}.json"
             if not path.is_file():
                 print(f"soak {setting}, run {run} of {args.runs}", flush=True)
-                run_once(setting, path)
-            entry = result["settings"].setdefault(setting, {"command": " ".join(SETTINGS[setting]), "runs": []})
+                run_once(setting, path, arguments)
+            entry = result["settings"].setdefault(setting, {"command": " ".join(arguments), "runs": []})
             entry["runs"].append(summary(json.loads(path.read_text())))
     for entry in result["settings"].values():
         worst = [r["worst_over_steady_p99"] for r in entry["runs"]]

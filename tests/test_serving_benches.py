@@ -1,6 +1,7 @@
 """The serving benches' results files keep the layout the results page and the serving issue read."""
 
 import json
+import os
 import pathlib
 
 import pytest
@@ -248,7 +249,7 @@ def test_serving_swaps_summarises_each_run_and_resumes(tmp_path, monkeypatch):
 
     made = []
 
-    def fake_run(setting, path):
+    def fake_run(setting, path, arguments=None):
         made.append(setting)
         slowest = 15.0 if setting.endswith("reuse") else 40.0
         path.write_text(json.dumps(_soak_result(10.0, slowest, slowest / 2, 2 if setting.endswith("reuse") else 0)))
@@ -271,7 +272,7 @@ def test_serving_swaps_summarises_each_run_and_resumes(tmp_path, monkeypatch):
 def test_serving_swaps_sums_up_the_requests_in_flight_while_versions_loaded(tmp_path, monkeypatch):
     from bench import serving_swaps
 
-    def fake_run(setting, path):
+    def fake_run(setting, path, arguments=None):
         soak = _soak_result(10.0, 30.0, 12.0, 2)
         swaps = soak["load"]["swaps"]
         swaps[0]["loading"] = {"ms": 40.0, "slowest_ms": 15.0, "requests": 20}
@@ -297,7 +298,7 @@ def test_serving_swaps_sums_up_the_requests_in_flight_while_versions_loaded(tmp_
 def test_serving_swaps_sums_up_the_loads_of_the_runs_that_timed_them(tmp_path, monkeypatch):
     from bench import serving_swaps
 
-    def fake_run(setting, path):
+    def fake_run(setting, path, arguments=None):
         soak = _soak_result(10.0, 30.0, 12.0, 2)
         if path.name.endswith("_2.json"):  # a later soak, which read the server's log
             for swap in soak["load"]["swaps"]:
@@ -312,6 +313,39 @@ def test_serving_swaps_sums_up_the_loads_of_the_runs_that_timed_them(tmp_path, m
     assert copy["runs_within_2x"] == 0  # both runs' windows held a 30 ms request (3x)
     assert copy["loading_over_steady_p99"] == {"best": 1.2, "median": 1.2, "worst": 1.2}
     assert (copy["runs_within_2x_while_loading"], copy["swaps_slowest_while_loading"], copy["swaps"]) == (1, 1, 2)
+
+
+def test_serving_swaps_soaks_a_baseline_server_just_before_this_one(tmp_path, monkeypatch):
+    from bench import serving_swaps
+
+    made = []
+
+    def fake_run(setting, path, arguments=None):
+        made.append((setting, arguments))
+        path.write_text(json.dumps(_soak_result(10.0, 30.0 if setting.startswith("baseline_") else 15.0, 12.0, 2)))
+
+    monkeypatch.setattr(serving_swaps, "run_once", fake_run)
+    serving_swaps.main(["--runs", "2", "--settings", "retrained_reuse", "copy_reuse", "--baseline-script",
+                        "/old/serving/server.py", "--workdir", str(tmp_path / "runs"),
+                        "--out", str(tmp_path / "s.json")])
+    order = ["baseline_retrained_reuse", "retrained_reuse", "baseline_copy_reuse", "copy_reuse"]
+    assert [setting for setting, _ in made] == order * 2
+    assert dict(made)["baseline_copy_reuse"] == ["--swap-versions", "copy", "--server-script", "/old/serving/server.py"]
+    assert dict(made)["copy_reuse"] == ["--swap-versions", "copy"]
+    result = json.loads((tmp_path / "s.json").read_text())["settings"]
+    assert (result["baseline_copy_reuse"]["runs_within_2x"], result["copy_reuse"]["runs_within_2x"]) == (0, 2)
+    assert result["baseline_copy_reuse"]["command"].endswith("--server-script /old/serving/server.py")
+
+
+def test_the_soak_runs_another_checkouts_server_with_that_checkouts_package(monkeypatch, tmp_path):
+    from bench import serving, serving_soak
+
+    started = {}
+    monkeypatch.setattr(serving_soak, "start_server", lambda flags, log_path=None, script=None: (
+        started.update(script=script, env=serving._env_for(script)), ("process", {"grpc": 1, "rest": 2}))[1])
+    serving_soak.start_with_models(tmp_path, tmp_path / "log", script="/old/serving/server.py")
+    assert started["script"] == "/old/serving/server.py"
+    assert started["env"]["PYTHONPATH"].split(os.pathsep)[0] == "/old"
 
 
 def test_the_batching_server_on_asyncios_own_loop_is_measured_beside_the_default():
