@@ -4,6 +4,7 @@ import json
 import os
 import pathlib
 
+import numpy as np
 import pytest
 
 from bench import native_load, serving_latency, serving_profile
@@ -346,6 +347,63 @@ def test_the_soak_runs_another_checkouts_server_with_that_checkouts_package(monk
     serving_soak.start_with_models(tmp_path, tmp_path / "log", script="/old/serving/server.py")
     assert started["script"] == "/old/serving/server.py"
     assert started["env"]["PYTHONPATH"].split(os.pathsep)[0] == "/old"
+
+
+def test_swap_series_measures_each_load_against_the_requests_outside_all_of_them():
+    from bench import serving_swap_series
+
+    # 200 steady requests taking 0.01 to 2 ms, sent every second from t=2.5 s; and around two loads
+    # (version 2 from 100.0 to 100.02 s; version 3, with warm-up records, from 200.0 to 200.01 s) four more.
+    # Version 4 never loaded.
+    steady = [(2.5 + i, (i + 1) / 100_000) for i in range(200)]
+    latencies = [*steady, (99.99, 0.015), (100.01, 0.003), (200.005, 0.001), (100.3, 0.050)]
+    spans = {2: (100.0, 100.02), 3: (200.0, 200.01)}
+    result = serving_swap_series.measure(latencies, spans, {2: False, 3: True, 4: False}, {"good_failed": 0})
+    # Steady: every request that overlaps no load nor the half second after it; of the steady ones that
+    # leaves out those sent at 100.5 and 200.5 s (and the four extra ones, the 50 ms one 0.3 s after load 2 too).
+    kept = [s for t, s in steady if t not in (100.5, 200.5)]
+    assert result["steady_requests"] == len(kept) == 198
+    assert result["steady_p99_ms"] == pytest.approx(float(np.percentile(kept, 99)) * 1e3)
+    first, second, never = result["swaps"]
+    # In flight during load 2: the one sent at 99.99 s taking 15 ms and the one sent at 100.01 s (3 ms).
+    assert (first["in_flight"], first["slowest_ms"]) == (2, pytest.approx(15.0))
+    assert first["over_steady_p99"] == pytest.approx(15.0 / result["steady_p99_ms"])
+    assert (second["warm_up_records"], second["slowest_ms"], second["in_flight"]) == (True, pytest.approx(1.0), 1)
+    assert never == {"version": 4, "warm_up_records": False, "loaded": False}
+    assert result["good_failed"] == 0
+
+
+def test_swap_series_alternates_the_servers_and_resumes(tmp_path, monkeypatch):
+    from bench import serving_swap_series
+
+    made = []
+
+    def fake_run(shapes, base, sources, swaps, gap, threads, script=None):
+        made.append(script)
+        ratio = 3.0 if script else 1.5  # the baseline's swaps miss the bound, this server's keep within it
+        return {"steady_p99_ms": 10.0, "steady_requests": 100, "good_requests": 500, "good_failed": 0,
+                "bad_5xx_or_dropped": 0, "loads_reusing_graph_functions": swaps,
+                "swaps": [{"version": v + 2, "warm_up_records": v % 2 == 1, "loaded": True, "load_ms": 10.0 + v,
+                           "in_flight": 3, "slowest_ms": 10 * ratio * (2 if v == 0 else 1),
+                           "over_steady_p99": ratio * (2 if v == 0 else 1)} for v in range(swaps)]}
+
+    monkeypatch.setattr(serving_swap_series, "one_run", fake_run)
+    monkeypatch.setattr(serving_swap_series, "make_exports", lambda workdir: ("shapes", "base", ["a", "b"]))
+    argv = ["--runs", "2", "--swaps", "3", "--baseline-script", "/old/serving/server.py", "--workdir",
+            str(tmp_path / "runs"), "--out", str(tmp_path / "series.json")]
+    serving_swap_series.main(argv)
+    assert made == ["/old/serving/server.py", None] * 2
+    result = json.loads((tmp_path / "series.json").read_text())
+    this, baseline = result["servers"]["this"]["summary"], result["servers"]["baseline"]["summary"]
+    # This server: first swaps 3.0x (missed), later ones 1.5x; the baseline misses all six.
+    assert (this["swaps"], this["within_2x"], this["first_swaps_within_2x"]) == (6, 4, 0)
+    assert this["over_steady_p99"] == {"best": 1.5, "median": 1.5, "worst": 3.0}
+    assert (baseline["within_2x"], baseline["later_swaps_within_2x"]) == (0, 0)
+    assert this["load_ms"] == {"median": 11.0, "p90": 12.0, "worst": 12.0}  # loads 10, 11, 12 ms, twice
+    row = "| this | 4 of 6 | 1.50 / 1.50 / 3.00 | 0 of 2 | 11 / 12 | 10.0 | 0 | 0 |"
+    assert row in serving_swap_series.markdown(result)
+    serving_swap_series.main(argv)  # every run is on disk: nothing runs again
+    assert len(made) == 4
 
 
 def test_the_batching_server_on_asyncios_own_loop_is_measured_beside_the_default():
