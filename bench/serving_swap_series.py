@@ -37,6 +37,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from bench.serving import save_and_report  # noqa: E402
 from bench.serving_soak import (  # noqa: E402
     export_models,
     export_retrained,
@@ -193,11 +194,7 @@ def main(argv=None):
             runs[label].append(json.loads(path.read_text()))
     result = {"arguments": vars(args), "servers": {label: {"summary": summarise(r), "runs": r}
                                                    for label, r in runs.items()}}
-    out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    print(markdown(result))
-    return 0
+    return save_and_report(result, args.out, markdown)
 
 
 def markdown(result):

@@ -32,6 +32,8 @@ import statistics
 import subprocess
 import sys
 
+from bench.serving import save_and_report
+
 BOUND = 2.0  # the serving issue's bound on a swap's slowest request, over the steady p99
 
 SETTINGS = {
@@ -130,11 +132,7 @@ def main(argv=None):
             entry["swaps"] = len(swaps)
         entry["good_failed"] = sum(r["good_failed"] for r in entry["runs"])
         entry["bad_5xx_or_dropped"] = sum(r["bad_5xx_or_dropped"] for r in entry["runs"])
-    out = pathlib.Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    print(markdown(result))
-    return 0
+    return save_and_report(result, args.out, markdown)
 
 
 def markdown(result):
