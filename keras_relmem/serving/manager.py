@@ -297,7 +297,7 @@ class ModelManager:
 
 
 def _rehearse_reuse(servable):
-    """Build `servable` once more on its own graph functions, warm that copy and drop it.
+    """Build `servable` once more on its own graph functions, call each signature of that copy once, and drop it.
 
     The first version built on a served one pays costs that later ones do
     not: memory the process has not used before, and the first runs of the
@@ -306,9 +306,12 @@ def _rehearse_reuse(servable):
     part of a full load, they no longer fall on the requests in flight during
     the first swap. A version that cannot run on its own functions (a
     checkpointed table, signatures called by keyword) is simply not rehearsed.
+    The calls are on generated inputs, one per signature, not the version's
+    warm-up records: those already ran on the version itself, and may be many.
     """
     try:
-        Servable(servable.name, servable.version, servable.path, donors=[servable], load_in_full=False).warm_up()
+        Servable(servable.name, servable.version, servable.path, donors=[servable],
+                 load_in_full=False)._warm_up_generated()
     except Exception as error:  # only a rehearsal: the version itself loaded and serves
         log.debug("Servable version {name: %s version: %d} was not rehearsed on its own graph functions: %s",
                   servable.name, servable.version, error)
