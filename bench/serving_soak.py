@@ -266,7 +266,7 @@ def main(argv=None):
         result["idle_after"] = process_sample(process.pid)
 
         # Latency per path, and per swap window (`swap_windows`).
-        every = [(t - began, s) for path in recorder.latencies for t, s in recorder.latencies[path]]
+        every = recorder.since(began)
         windows = swap_windows(events)
         apart = [*windows.values(), slow_window]
         steady = [s for t, s in every if not any(a <= t <= b for a, b in apart)]
@@ -306,7 +306,7 @@ def main(argv=None):
             result["sigterm_exit_code"] = "killed after 60 s"
         text = stderr_path.read_text()
         result["stderr_tracebacks"] = text.count("Traceback")
-        result["loads_reusing_graph_functions"] = text.count("runs on the graph functions of version")
+        result["loads_reusing_graph_functions"] = reused_loads(text)
         result["stderr_lines"] = len(text.splitlines())
         if "load" in result:
             spans = load_spans(text, "babi", began_wall)
@@ -366,6 +366,11 @@ def load_spans(log_text, model, began_wall):
         elif version in starts:
             spans[version] = (starts[version], stamp - began_wall)
     return spans
+
+
+def reused_loads(log_text):
+    """How many versions the server's log says it built on a served version's graph functions."""
+    return log_text.count("runs on the graph functions of version")
 
 
 def in_flight_during(latencies, start, end):

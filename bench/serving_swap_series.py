@@ -43,6 +43,7 @@ from bench.serving_soak import (  # noqa: E402
     export_retrained,
     in_flight_during,
     load_spans,
+    reused_loads,
     start_with_models,
     wait_for_version,
 )
@@ -105,11 +106,11 @@ def one_run(shapes, base_export, sources, swaps, gap, threads, script=None):
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=60)
         text = log_path.read_text()
-        latencies = [(t - began, s) for path in recorder.latencies for t, s in recorder.latencies[path]]
+        latencies = recorder.since(began)
         return measure(latencies, load_spans(text, "babi", began_wall), arrivals, {
             "good_requests": len(latencies), "good_failed": len(recorder.good_failures),
             "bad_5xx_or_dropped": sum(recorder.bad_5xx.values()),
-            "loads_reusing_graph_functions": text.count("runs on the graph functions of version"),
+            "loads_reusing_graph_functions": reused_loads(text),
         })
     finally:
         shutil.rmtree(work, ignore_errors=True)

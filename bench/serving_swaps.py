@@ -75,9 +75,9 @@ def _spread(values):
     return {"best": min(values), "median": statistics.median(values), "worst": max(values)}
 
 
-def run_once(setting, path, arguments=None):
-    """One soak of `setting` (its `SETTINGS` arguments, or `arguments`) into `path`, in a process of its own."""
-    command = [sys.executable, "-m", "bench.serving_soak", *(arguments or SETTINGS[setting]), "--out", str(path)]
+def run_once(setting, path, arguments):
+    """One soak of `setting`, whose soak arguments are `arguments`, into `path`, in a process of its own."""
+    command = [sys.executable, "-m", "bench.serving_soak", *arguments, "--out", str(path)]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=pathlib.Path(__file__).resolve().parents[1])
 
 

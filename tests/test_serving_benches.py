@@ -250,7 +250,7 @@ def test_serving_swaps_summarises_each_run_and_resumes(tmp_path, monkeypatch):
 
     made = []
 
-    def fake_run(setting, path, arguments=None):
+    def fake_run(setting, path, arguments):
         made.append(setting)
         slowest = 15.0 if setting.endswith("reuse") else 40.0
         path.write_text(json.dumps(_soak_result(10.0, slowest, slowest / 2, 2 if setting.endswith("reuse") else 0)))
@@ -273,7 +273,7 @@ def test_serving_swaps_summarises_each_run_and_resumes(tmp_path, monkeypatch):
 def test_serving_swaps_sums_up_the_requests_in_flight_while_versions_loaded(tmp_path, monkeypatch):
     from bench import serving_swaps
 
-    def fake_run(setting, path, arguments=None):
+    def fake_run(setting, path, arguments):
         soak = _soak_result(10.0, 30.0, 12.0, 2)
         swaps = soak["load"]["swaps"]
         swaps[0]["loading"] = {"ms": 40.0, "slowest_ms": 15.0, "requests": 20}
@@ -299,7 +299,7 @@ def test_serving_swaps_sums_up_the_requests_in_flight_while_versions_loaded(tmp_
 def test_serving_swaps_sums_up_the_loads_of_the_runs_that_timed_them(tmp_path, monkeypatch):
     from bench import serving_swaps
 
-    def fake_run(setting, path, arguments=None):
+    def fake_run(setting, path, arguments):
         soak = _soak_result(10.0, 30.0, 12.0, 2)
         if path.name.endswith("_2.json"):  # a later soak, which read the server's log
             for swap in soak["load"]["swaps"]:
@@ -321,7 +321,7 @@ def test_serving_swaps_soaks_a_baseline_server_just_before_this_one(tmp_path, mo
 
     made = []
 
-    def fake_run(setting, path, arguments=None):
+    def fake_run(setting, path, arguments):
         made.append((setting, arguments))
         path.write_text(json.dumps(_soak_result(10.0, 30.0 if setting.startswith("baseline_") else 15.0, 12.0, 2)))
 
@@ -347,6 +347,17 @@ def test_the_soak_runs_another_checkouts_server_with_that_checkouts_package(monk
     serving_soak.start_with_models(tmp_path, tmp_path / "log", script="/old/serving/server.py")
     assert started["script"] == "/old/serving/server.py"
     assert started["env"]["PYTHONPATH"].split(os.pathsep)[0] == "/old"
+
+
+def test_the_load_recorder_gives_every_good_request_since_a_start():
+    from keras_relmem.testing.soak import LoadRecorder
+
+    recorder = LoadRecorder()
+    recorder.good("grpc", 10.5, 0.002, True, "grpc answer")
+    recorder.good("rest fresh", 11.0, 0.003, False, "rest answer: 500")
+    recorder.good("grpc", 12.0, 0.001, True, "grpc ids")
+    assert sorted(recorder.since(10.0)) == [(0.5, 0.002), (1.0, 0.003), (2.0, 0.001)]
+    assert recorder.good_failures == ["rest answer: 500"] and recorder.count == 3
 
 
 def test_swap_series_measures_each_load_against_the_requests_outside_all_of_them():

@@ -311,7 +311,7 @@ def _rehearse_reuse(servable):
     """
     try:
         Servable(servable.name, servable.version, servable.path, donors=[servable],
-                 load_in_full=False)._warm_up_generated()
+                 load_in_full=False).warm_up_generated()
     except Exception as error:  # only a rehearsal: the version itself loaded and serves
         log.debug("Servable version {name: %s version: %d} was not rehearsed on its own graph functions: %s",
                   servable.name, servable.version, error)

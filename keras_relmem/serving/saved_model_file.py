@@ -126,9 +126,10 @@ def function_name(function):
     name = None
     for number, wire_type, _, value, end in fields(function):
         if number == _SIGNATURE and wire_type == _LENGTH_DELIMITED:
-            for number_, wire_type_, _, value_, end_ in fields(function[value:end]):
+            signature = function[value:end]
+            for number_, wire_type_, _, value_, end_ in fields(signature):
                 if number_ == _NAME and wire_type_ == _LENGTH_DELIMITED:
-                    name = bytes(function[value:end][value_:end_])  # the last one wins, as in a parser
+                    name = bytes(signature[value_:end_])  # the last one wins, as in a parser
     if name is None:
         raise WireError("a function of the library has no name")
     try:

@@ -158,7 +158,7 @@ class Servable:
         requests do not pay for graph optimisation. A record that fails makes
         the load fail (as in TF Serving): the previous version keeps serving.
         A version without the file is warmed with generated inputs instead
-        (`_warm_up_generated`), where TF Serving would not warm it at all.
+        (`warm_up_generated`), where TF Serving would not warm it at all.
 
         Raises:
             ValueError: naming the file and the record that failed.
@@ -167,7 +167,7 @@ class Servable:
 
         path = pathlib.Path(self.path, *WARMUP_FILE)
         if not path.is_file():
-            return self._warm_up_generated()
+            return self.warm_up_generated()
         count = 0
         # The record reader, not tf.data: building a dataset costs about 8 ms of a CPU per load.
         with deprecation.silence():
@@ -184,7 +184,7 @@ class Servable:
             raise ValueError(f"{path}: warm-up record {count + 1} is damaged: {_first_line(error)}") from None
         return count
 
-    def _warm_up_generated(self):
+    def warm_up_generated(self):
         """Without warm-up records: call every signature once on inputs made from its input specs.
 
         Zeros for numbers and empty strings for text, one row (unknown sizes

@@ -344,6 +344,11 @@ class LoadRecorder:
             elif entry > self.slowest[0]:
                 heapq.heapreplace(self.slowest, entry)
 
+    def since(self, began):
+        """Every good request of every path as `(sent s after began, took s)`; `began` is a `time.perf_counter()`."""
+        with self._lock:
+            return [(started - began, seconds) for path in self.latencies for started, seconds in self.latencies[path]]
+
     def bad(self, kind, code, expected):
         with self._lock:
             self.count += 1
