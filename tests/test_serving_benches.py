@@ -411,6 +411,10 @@ def test_swap_series_alternates_the_servers_and_resumes(tmp_path, monkeypatch):
     assert this["over_steady_p99"] == {"best": 1.5, "median": 1.5, "worst": 3.0}
     assert (baseline["within_2x"], baseline["later_swaps_within_2x"]) == (0, 0)
     assert this["load_ms"] == {"median": 11.0, "p90": 12.0, "worst": 12.0}  # loads 10, 11, 12 ms, twice
+    # Two loads of 10 and 30 ms: the p90 lies between them, near the slower (NumPy's linear interpolation).
+    run = {"steady_p99_ms": 10.0, "good_failed": 0, "bad_5xx_or_dropped": 0, "loads_reusing_graph_functions": 2,
+           "swaps": [{"loaded": True, "load_ms": ms, "over_steady_p99": 1.0} for ms in (30.0, 10.0)]}
+    assert serving_swap_series.summarise([run])["load_ms"] == {"median": 20.0, "p90": 28.0, "worst": 30.0}
     row = "| this | 4 of 6 | 1.50 / 1.50 / 3.00 | 0 of 2 | 11 / 12 | 10.0 | 0 | 0 |"
     assert row in serving_swap_series.markdown(result)
     serving_swap_series.main(argv)  # every run is on disk: nothing runs again
