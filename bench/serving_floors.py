@@ -13,7 +13,10 @@ part), with the native clients, one connection each:
   cheapest method the gRPC port answers; h2load);
 - `rest_status`: `GET /v1/models/babi`, the model's status (wrk);
 - `grpc_predict` and `rest_predict`: the batch-1 `answer` request
-  (h2load, wrk), as in `bench.serving_latency`.
+  (h2load, wrk), as in `bench.serving_latency`;
+- `grpc_native_health` and `grpc_native_predict`: the same two gRPC calls to
+  a second server, on the native gRPC front end (`--grpc_native=true`), where
+  the `keras-relmem-native` package is installed.
 
 Each round measures all five in an order rotated from round to round, and is
 written to `--out` as it finishes; a rerun goes on from the rounds already
@@ -28,6 +31,7 @@ Needs Debian's `nghttp2-client` and `wrk` (`bench.native_load`).
 """
 
 import argparse
+import contextlib
 import json
 import pathlib
 import statistics
@@ -46,12 +50,17 @@ from bench.serving_latency import (
     sequential_p50,
     server_flags,
 )
+from keras_relmem.serving.grpc_native import available as native_grpc_available
 
 HEALTH = "/grpc.health.v1.Health/Check"
 STATUS = "/v1/models/babi"
 PATHS = ("in_process", "grpc_health", "rest_status", "grpc_predict", "rest_predict")
+NATIVE_PATHS = ("grpc_native_health", "grpc_native_predict")
 # The bounds the serving issue sets for sequential batch-1 requests over the in-process call.
-BOUNDS = {"grpc": 1.3, "rest": 1.4}
+BOUNDS = {"grpc": 1.3, "rest": 1.4, "grpc_native": 1.3}
+# Each API's row: its name, the cheapest call's path.
+APIS = (("grpc", "grpc_health"), ("rest", "rest_status"), ("grpc_native", "grpc_native_health"))
+NAMES = {"grpc": "gRPC", "rest": "REST", "grpc_native": "gRPC, native front end"}
 
 
 def health_message():
@@ -81,10 +90,13 @@ def wrk_p50(port, body, seconds, path="/v1/models/babi:predict"):
 
 def summarize(rounds):
     """Medians over rounds of each path's p50 (ms), and what they leave of the issue's bounds."""
-    p50 = {path: statistics.median(r[path] for r in rounds) for path in PATHS}
+    paths = [path for path in PATHS + NATIVE_PATHS if all(path in r for r in rounds)]
+    p50 = {path: statistics.median(r[path] for r in rounds) for path in paths}
     floor = p50["in_process"]
     result = {"p50_ms": p50, "rounds": len(rounds)}
-    for api, cheapest in (("grpc", "grpc_health"), ("rest", "rest_status")):
+    for api, cheapest in APIS:
+        if cheapest not in p50:
+            continue
         budget = (BOUNDS[api] - 1) * floor
         result[api] = {
             "predict_over_in_process": p50[f"{api}_predict"] / floor,
@@ -108,9 +120,11 @@ def markdown(result):
              "| API | cheapest call ms | batch-1 `answer` ms | over in-process | bound | budget ms "
              "| cheapest call's share of it | rest of the request ms |",
              "|---|---|---|---|---|---|---|---|"]
-    for api, cheapest in (("gRPC", "grpc_health"), ("REST", "rest_status")):
-        row = s[api.lower()]
-        lines.append(f"| {api} | {p50[cheapest]:.3f} | {p50[api.lower() + '_predict']:.3f} | "
+    for api, cheapest in APIS:
+        if api not in s:
+            continue
+        row = s[api]
+        lines.append(f"| {NAMES[api]} | {p50[cheapest]:.3f} | {p50[api + '_predict']:.3f} | "
                      f"{row['predict_over_in_process']:.2f}x | {row['bound']:.1f}x | {row['budget_ms']:.3f} | "
                      f"{row['cheapest_call_share_of_budget']:.0%} | {row['rest_of_predict_ms']:.3f} |")
     return "\n".join(lines)
@@ -132,9 +146,11 @@ def run(args):
         export_babi_entnet(base)
         answer = tf.saved_model.load(str(base / "babi" / "1")).signatures["answer"]
         story, question = tf.constant([STORY]), tf.constant([QUESTION])
-        with running_server(_with_rest(server_flags(base, False, "tensorflow_default"))) as ports:
-            native_load.check_grpc_body(ports["grpc"], grpc_message())
-            check_health(ports["grpc"])
+        with contextlib.ExitStack() as servers:
+            ports = servers.enter_context(running_server(_with_rest(server_flags(base, False, "tensorflow_default"))))
+            native_ports = (servers.enter_context(running_server(
+                server_flags(base, False, "tensorflow_default") + ["--grpc_native=true"]))
+                if native_grpc_available() else None)
             measures = {
                 "in_process": lambda: sequential_p50(lambda: answer(story=story, question=question)),
                 "grpc_health": lambda: h2load_p50(ports["grpc"], health_message(), path=HEALTH),
@@ -142,10 +158,18 @@ def run(args):
                 "grpc_predict": lambda: h2load_p50(ports["grpc"], grpc_message()),
                 "rest_predict": lambda: wrk_p50(ports["rest"], rest_body(), args.wrk_seconds),
             }
+            for grpc_ports in (ports, native_ports) if native_ports else (ports,):
+                native_load.check_grpc_body(grpc_ports["grpc"], grpc_message())
+                check_health(grpc_ports["grpc"])
+            if native_ports:
+                measures["grpc_native_health"] = lambda: h2load_p50(native_ports["grpc"], health_message(),
+                                                                    path=HEALTH)
+                measures["grpc_native_predict"] = lambda: h2load_p50(native_ports["grpc"], grpc_message())
+            paths = tuple(measures)
             for measure in measures.values():  # once unrecorded: tracing, connections, the caches of both sides
                 measure()
             alternated_rounds(result, out, args.rounds,
-                              lambda index: {path: float(measures[path]()) for path in rotated(PATHS, index)},
+                              lambda index: {path: float(measures[path]()) for path in rotated(paths, index)},
                               summarize)
     print(markdown(result))
     return 0

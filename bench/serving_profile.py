@@ -124,16 +124,18 @@ def run(args):
         server.manager.poll()
         server.start()
         loaded = server.manager.get("babi")
-        signature = loaded._functions["answer"]
+        # The servable calls the graph function flat (`FlatCall`) when it can, by keyword otherwise.
+        calls = loaded._flat_calls if loaded._flat_calls.get("answer") is not None else loaded._functions
+        signature = calls["answer"]
 
-        def signature_alone(**kwargs):
+        def signature_alone(*args, **kwargs):
             started = time.perf_counter()
             try:
-                return signature(**kwargs)
+                return signature(*args, **kwargs)
             finally:
                 timers._add("signature_function", started)
 
-        loaded._functions["answer"] = signature_alone
+        calls["answer"] = signature_alone
         client = subprocess.Popen(
             [sys.executable, "-c", CLIENT, str(server.port), str(server.rest_port), str(args.requests)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)

@@ -80,8 +80,8 @@ class ServingClient:
     Example:
 
     ```python
-    client = ServingClient("127.0.0.1:8500")
-    print(client.answer("babi", ["Mary went home."], "Where is Mary?"))
+    with ServingClient("127.0.0.1:8500") as client:  # closes its channel on leaving
+        print(client.answer("babi", ["Mary went home."], "Where is Mary?"))
     ```
     """
 
@@ -93,6 +93,12 @@ class ServingClient:
 
     def close(self):
         self.channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
 
     def predict(self, model, inputs, signature="serving_default", version=None, output_filter=(),
                 return_version=False):

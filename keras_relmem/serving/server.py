@@ -33,6 +33,8 @@ from keras_relmem.serving.event_loops import EVENT_LOOPS
 from keras_relmem.serving.event_loops import resolve as resolve_event_loop
 from keras_relmem.serving.grpc_aio import AsyncGrpcServer, AsyncPredictionService
 from keras_relmem.serving.grpc_api import ModelService, PredictionService
+from keras_relmem.serving.grpc_native import NativeGrpcServer
+from keras_relmem.serving.grpc_native import available as native_grpc_available
 from keras_relmem.serving.manager import ModelManager
 from keras_relmem.serving.metrics import ServingMetrics, read_monitoring_config
 from keras_relmem.serving.rest_api import RestServer
@@ -69,6 +71,11 @@ def build_parser():
         "--grpc_asyncio", type=_boolean, default=None, metavar="{true,false}",
         help="serve gRPC on its asyncio server, where a Predict waits for its batch without holding a thread "
              "(default: true with --enable_batching, false without)",
+    )
+    parser.add_argument(
+        "--grpc_native", type=_boolean, default=False, metavar="{true,false}",
+        help="serve gRPC on the C++ gRPC library (the keras-relmem-native package, built from native/): the "
+             "same methods for less per call (default false)",
     )
     parser.add_argument(
         "--event_loop", choices=EVENT_LOOPS, default="auto",
@@ -205,7 +212,10 @@ class ModelServer:
         poll_seconds, batching, max_request_bytes, max_threads, reuse_functions: as the flags.
         grpc_asyncio: serve gRPC on its asyncio server (`grpc_aio`), where a
             Predict awaits its batch on the event loop; None (the default)
-            does so exactly when batching is on.
+            does so exactly when batching is on (and gRPC is not native).
+        grpc_native: serve gRPC on the C++ gRPC library (`grpc_native`; needs
+            the `keras-relmem-native` package); a Predict with batching then
+            waits for its batch on the thread that took it.
         event_loop: the event loop of REST and of gRPC's asyncio server:
             "auto" (uvloop where installed), "uvloop" or "asyncio" (`event_loops`).
         rest_options: keyword arguments for `RestServer` (`timeout`,
@@ -224,7 +234,7 @@ class ModelServer:
 
     def __init__(self, configs, port=8500, rest_api_port=0, host="127.0.0.1", poll_seconds=1.0,
                  batching=None, max_request_bytes=64 << 20, max_threads=32, rest_options=None, metrics_path=None,
-                 reuse_functions=True, grpc_asyncio=None, event_loop="auto"):
+                 reuse_functions=True, grpc_asyncio=None, event_loop="auto", grpc_native=False):
         if metrics_path and not rest_api_port:
             raise ValueError("Prometheus metrics are served on the REST port: give --rest_api_port too")
         self.event_loop = resolve_event_loop(event_loop)  # an unknown kind or uvloop missing: an error, now
@@ -241,8 +251,15 @@ class ModelServer:
             # another server holds): a busy port must be an error instead.
             ("grpc.so_reuseport", 0),
         ]
-        self.grpc_asyncio = batching is not None if grpc_asyncio is None else bool(grpc_asyncio)
-        if self.grpc_asyncio:
+        if grpc_native and grpc_asyncio:
+            raise ValueError("gRPC is either native or on asyncio: give --grpc_native or --grpc_asyncio, not both")
+        self.grpc_native = bool(grpc_native)
+        self.grpc_asyncio = (batching is not None and not self.grpc_native) if grpc_asyncio is None \
+            else bool(grpc_asyncio)
+        if self.grpc_native:
+            self._grpc = NativeGrpcServer(max_threads, max_request_bytes)
+            server, prediction = self._grpc, PredictionService(self.core)
+        elif self.grpc_asyncio:
             self._grpc = AsyncGrpcServer(options, max_threads, self.event_loop)
             server, prediction = self._grpc.server, AsyncPredictionService(self.core, self._grpc.executor)
         else:
@@ -280,7 +297,7 @@ class ModelServer:
         self.manager.start()
         self._grpc.start()
         log.info("Running gRPC ModelServer at %s:%d (%s server%s) ...", self.host, self.port,
-                 "asyncio" if self.grpc_asyncio else "synchronous",
+                 "native" if self.grpc_native else "asyncio" if self.grpc_asyncio else "synchronous",
                  f" on {self.event_loop}" if self.grpc_asyncio else "")
         if self._rest is not None:
             try:
@@ -378,6 +395,11 @@ def main(argv=None):
         resolve_event_loop(args.event_loop)
         if metrics_path and not args.rest_api_port:
             raise ValueError("--monitoring_config_file: metrics are served on the REST port; give --rest_api_port")
+        if args.grpc_native and args.grpc_asyncio:
+            raise ValueError("--grpc_native=true and --grpc_asyncio=true: gRPC runs on one server; give one")
+        if args.grpc_native and not native_grpc_available():
+            raise ValueError("--grpc_native=true needs the keras-relmem-native package, built against the "
+                             "system's gRPC C++ library: see 'A native gRPC front end' in docs/serving.md")
     except (ValueError, OSError) as error:
         parser.error(str(error))
     if args.verbose:
@@ -387,7 +409,7 @@ def main(argv=None):
         poll_seconds=args.file_system_poll_wait_seconds, batching=batching,
         max_request_bytes=args.max_request_bytes, max_threads=args.grpc_max_threads,
         rest_options=rest_options, metrics_path=metrics_path, reuse_functions=args.reuse_graph_functions,
-        grpc_asyncio=args.grpc_asyncio, event_loop=args.event_loop,
+        grpc_asyncio=args.grpc_asyncio, event_loop=args.event_loop, grpc_native=args.grpc_native,
     )
     freeze_startup_heap()
     server.start()

@@ -125,8 +125,7 @@ def test_status_metadata_and_health(server, stubs):
 
 
 def test_client_helpers(server):
-    client = ServingClient(f"127.0.0.1:{server.port}")
-    try:
+    with ServingClient(f"127.0.0.1:{server.port}") as client:
         answers = client.answer("babi", STORIES[0], QUESTIONS[0])
         assert len(answers) == 3 and all(isinstance(a, str) for a, _ in answers)
         assert answers[0][1] >= answers[1][1] >= answers[2][1]
@@ -134,8 +133,9 @@ def test_client_helpers(server):
         assert len(words) == 3
         assert client.status("babi")["model_version_status"][0]["state"] == "AVAILABLE"
         assert client.metadata("babi")["signatures"]["answer"]["inputs"]["story"] == ("string", [None, None])
-    finally:
-        client.close()
+    # Leaving the block closes the channel.
+    with pytest.raises(ValueError, match="closed channel"):
+        client.status("babi")
 
 
 def test_client_command_line(server, capsys):

@@ -1,0 +1,213 @@
+"""The gRPC front end on the C++ gRPC library (`--grpc_native=true`): the servicers of the Python server, called
+from C++ threads.
+
+On two small cores, Python's gRPC servers spend about a third of a
+millisecond of interpreter time on every call before the model runs (HTTP/2
+in C, then a polling thread, a worker pool and several completion-queue
+round trips in Python); TF Serving's C++ server spends a fraction of that.
+`NativeGrpcServer` leaves the transport to the system's C++ gRPC library
+(the `keras-relmem-native` package in `native/`, built against it) and makes
+each unary call one Python call on the thread that received it: the request's
+bytes in, the servicer's method (the same `PredictionService`, `ModelService`
+and health servicer the other servers run), the response's bytes out.
+
+It takes the servicers as `grpc.server` does (the generated
+`add_..._to_server` functions call `add_generic_rpc_handlers`), and has the
+methods `ModelServer` uses of a server: `add_insecure_port`, `start`, `stop`,
+`wait_for_termination`. Streaming methods (the health service's `Watch`)
+answer UNIMPLEMENTED; everything TF Serving's APIs have is unary.
+
+Example:
+
+```python
+server = NativeGrpcServer(max_threads=8, max_request_bytes=64 << 20)
+health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), server)
+port = server.add_insecure_port("127.0.0.1:0")
+server.start()
+server.stop(2.0).wait()
+```
+"""
+
+import logging
+import threading
+
+import grpc
+
+log = logging.getLogger("keras_relmem.serving")
+
+_UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED.value[0]
+_INVALID_ARGUMENT = grpc.StatusCode.INVALID_ARGUMENT.value[0]
+_UNKNOWN = grpc.StatusCode.UNKNOWN.value[0]
+_INTERNAL = grpc.StatusCode.INTERNAL.value[0]
+
+
+def available():
+    """Whether the native front end is installed (the `keras-relmem-native` package, built from `native/`)."""
+    try:
+        from keras_relmem_native import _grpc_front_end  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class _Abort(Exception):
+    """`context.abort` on this front end: ends the method with a status."""
+
+
+class _HandlerCallDetails(grpc.HandlerCallDetails):
+    def __init__(self, method):
+        self.method = method
+        self.invocation_metadata = ()
+
+
+class _Context:
+    """The parts of `grpc.ServicerContext` a unary servicer uses: abort, set_code/set_details, and harmless
+    answers for the rest (no metadata, no deadline, always active)."""
+
+    def __init__(self):
+        self.code = None
+        self.details = ""
+
+    def abort(self, code, details):
+        self.code, self.details = code, details or ""
+        raise _Abort()
+
+    def abort_with_status(self, status):
+        self.abort(status.code, status.details)
+
+    def set_code(self, code):
+        self.code = code
+
+    def set_details(self, details):
+        self.details = details or ""
+
+    def invocation_metadata(self):
+        return ()
+
+    def set_trailing_metadata(self, metadata):
+        pass
+
+    def send_initial_metadata(self, metadata):
+        pass
+
+    def peer(self):
+        return ""
+
+    def is_active(self):
+        return True
+
+    def time_remaining(self):
+        return None
+
+    def add_callback(self, callback):
+        return False
+
+
+def _status(code):
+    return code.value[0] if isinstance(code, grpc.StatusCode) else int(code)
+
+
+class NativeGrpcServer:
+    """A gRPC server whose transport is C++ and whose methods are the registered Python servicers'.
+
+    Args:
+        max_threads: threads answering calls, each its own C++ completion
+            queue; a call runs on the thread that took it, so this many calls
+            run at once (more wait in gRPC for a free thread).
+        max_request_bytes: the largest request accepted (larger ones get
+            RESOURCE_EXHAUSTED from gRPC).
+
+    Raises:
+        RuntimeError: the native package is not installed.
+    """
+
+    def __init__(self, max_threads, max_request_bytes):
+        try:
+            from keras_relmem_native import _grpc_front_end
+        except ImportError as error:
+            raise RuntimeError(
+                "--grpc_native needs the keras-relmem-native package, built against the system's gRPC C++ "
+                "library: see 'A native gRPC front end' in docs/serving.md") from error
+        self._front_end_type = _grpc_front_end.FrontEnd
+        self._max_threads = max_threads
+        self._max_request_bytes = max_request_bytes
+        self._generic = []
+        self._methods = {}
+        self._front_end = None
+        self._threads = []
+        self._stopped = threading.Event()
+
+    # -- what grpc.server's callers use -----------------------------------------------------------------
+    def add_generic_rpc_handlers(self, handlers):
+        self._generic.extend(handlers)
+
+    def add_registered_method_handlers(self, service_name, method_handlers):
+        for name, handler in method_handlers.items():
+            self._methods[f"/{service_name}/{name}"] = handler
+
+    def add_insecure_port(self, address):
+        """Bind `address` (`host:port`, port 0 picks a free one) and return the port; one port per server.
+
+        Calls that arrive before `start` wait for it. Raises RuntimeError when the address cannot be bound.
+        """
+        if self._front_end is not None:
+            raise ValueError("the native gRPC front end listens on one address")
+        self._front_end = self._front_end_type(self._answer, address, self._max_threads, self._max_request_bytes)
+        return self._front_end.port
+
+    def start(self):
+        if self._front_end is None:
+            raise ValueError("add_insecure_port first: the server has no address")
+        for index in range(self._max_threads):
+            thread = threading.Thread(target=self._front_end.serve, args=(index,), name=f"grpc-native-{index}",
+                                      daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self, grace):
+        """Stop taking calls, let those in flight finish for `grace` seconds; returns an event set when done."""
+        if self._front_end is not None:
+            self._front_end.shutdown(grace or 0.0)
+        for thread in self._threads:
+            thread.join()
+        self._stopped.set()
+        return self._stopped
+
+    def wait_for_termination(self, timeout=None):
+        return self._stopped.wait(timeout)
+
+    # -- one call ----------------------------------------------------------------------------------------
+    def _handler(self, method):
+        if method not in self._methods:
+            details = _HandlerCallDetails(method)
+            found = next((h for h in (g.service(details) for g in self._generic) if h is not None), None)
+            self._methods[method] = found
+        return self._methods[method]
+
+    def _answer(self, method, request):
+        """`(status code, details, response bytes)` of one call: what the C++ side sends back."""
+        handler = self._handler(method)
+        if handler is None:
+            return _UNIMPLEMENTED, f"Method not found: {method}", b""
+        if handler.request_streaming or handler.response_streaming:
+            return _UNIMPLEMENTED, f"{method} streams, and this gRPC front end serves unary methods only", b""
+        try:
+            message = handler.request_deserializer(request) if handler.request_deserializer else request
+        except Exception as error:  # a request that is not the method's message: the client's fault
+            return _INVALID_ARGUMENT, f"cannot read the request of {method}: {type(error).__name__}: {error}", b""
+        context = _Context()
+        try:
+            response = handler.unary_unary(message, context)
+        except _Abort:
+            return _status(context.code), context.details, b""
+        except Exception as error:  # as grpc's own servers: the method's failure is the call's, not the server's
+            log.error("%s failed: %s: %s", method, type(error).__name__, error)
+            return _UNKNOWN, f"Exception calling application: {error}", b""
+        if context.code is not None and context.code != grpc.StatusCode.OK:
+            return _status(context.code), context.details, b""
+        try:
+            data = handler.response_serializer(response) if handler.response_serializer else response
+        except Exception as error:
+            log.error("%s: cannot serialize the response: %s", method, error)
+            return _INTERNAL, f"cannot serialize the response of {method}", b""
+        return 0, "", data

@@ -1,0 +1,226 @@
+"""The native gRPC front end (`--grpc_native=true`): the C++ transport answers each unary call with the
+registered Python servicer, keeps gRPC's status codes, runs a call on the thread that took it, and stops
+cleanly. Skipped where the `keras-relmem-native` package is not built (CI builds it)."""
+
+import concurrent.futures
+import socket
+import threading
+import time
+
+import grpc
+import numpy as np
+import pytest
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+pytest.importorskip("keras_relmem_native._grpc_front_end", reason="keras-relmem-native is not built (native/)")
+
+from keras_relmem.serving.client import ServingClient  # noqa: E402
+from keras_relmem.serving.grpc_native import NativeGrpcServer  # noqa: E402
+from keras_relmem.serving.server import ModelServer, build_parser  # noqa: E402
+from tests.serving.conftest import configs_for  # noqa: E402
+
+SERVICE = "test.Echo"
+
+
+class Echo:
+    """Methods of a made-up service, each showing one way a servicer ends a call."""
+
+    def __init__(self):
+        self.running = 0
+        self.most_at_once = 0
+        self.lock = threading.Lock()
+
+    def echo(self, request, context):
+        return request[::-1]
+
+    def abort(self, request, context):
+        context.abort(grpc.StatusCode.FAILED_PRECONDITION, "not now")
+
+    def raise_(self, request, context):
+        raise KeyError("boom")
+
+    def set_code(self, request, context):
+        context.set_code(grpc.StatusCode.NOT_FOUND)
+        context.set_details("nothing here")
+        return b"ignored"
+
+    def slow(self, request, context):
+        with self.lock:
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+        time.sleep(0.2)
+        with self.lock:
+            self.running -= 1
+        return request
+
+    def stream(self, request, context):
+        yield request
+
+
+def _echo_handlers(echo):
+    unary = {name: grpc.unary_unary_rpc_method_handler(getattr(echo, method))
+             for name, method in (("Echo", "echo"), ("Abort", "abort"), ("Raise", "raise_"),
+                                  ("SetCode", "set_code"), ("Slow", "slow"))}
+    unary["Stream"] = grpc.unary_stream_rpc_method_handler(echo.stream)
+    unary["Parsed"] = grpc.unary_unary_rpc_method_handler(
+        lambda request, context: request, request_deserializer=health_pb2.HealthCheckRequest.FromString,
+        response_serializer=health_pb2.HealthCheckRequest.SerializeToString)
+    return grpc.method_handlers_generic_handler(SERVICE, unary)
+
+
+@pytest.fixture()
+def echo_server():
+    echo = Echo()
+    server = NativeGrpcServer(max_threads=2, max_request_bytes=1 << 20)
+    server.add_generic_rpc_handlers((_echo_handlers(echo),))
+    servicer = health.HealthServicer()
+    servicer.set("ready", health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    yield echo, channel, server
+    channel.close()
+    server.stop(1.0).wait()
+
+
+def _call(channel, method, request=b"", timeout=10):
+    return channel.unary_unary(f"/{SERVICE}/{method}")(request, timeout=timeout)
+
+
+def _status(call):
+    with pytest.raises(grpc.RpcError) as caught:
+        call()
+    return caught.value.code(), caught.value.details()
+
+
+def test_a_unary_call_is_answered_by_the_python_method(echo_server):
+    _, channel, _ = echo_server
+    assert _call(channel, "Echo", b"abc") == b"cba"
+    big = bytes(range(256)) * 2048  # 512 KiB: several HTTP/2 frames and slices each way
+    assert _call(channel, "Echo", big) == big[::-1]
+    stub = health_pb2_grpc.HealthStub(channel)
+    assert stub.Check(health_pb2.HealthCheckRequest(service="ready")).status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_every_way_a_method_ends_keeps_grpcs_status_codes(echo_server):
+    _, channel, _ = echo_server
+    assert _status(lambda: _call(channel, "Abort")) == (grpc.StatusCode.FAILED_PRECONDITION, "not now")
+    code, details = _status(lambda: _call(channel, "Raise"))
+    assert code == grpc.StatusCode.UNKNOWN and "boom" in details  # as grpc's own servers answer
+    assert _status(lambda: _call(channel, "SetCode")) == (grpc.StatusCode.NOT_FOUND, "nothing here")
+    stub = health_pb2_grpc.HealthStub(channel)
+    assert _status(lambda: stub.Check(health_pb2.HealthCheckRequest(service="nope")))[0] == grpc.StatusCode.NOT_FOUND
+
+
+def test_what_it_cannot_answer_gets_a_status_that_names_the_problem(echo_server):
+    _, channel, _ = echo_server
+    code, details = _status(lambda: channel.unary_unary("/no.Such/Method")(b"", timeout=10))
+    assert code == grpc.StatusCode.UNIMPLEMENTED and "/no.Such/Method" in details
+    code, details = _status(lambda: next(channel.unary_stream(f"/{SERVICE}/Stream")(b"", timeout=10)))
+    assert code == grpc.StatusCode.UNIMPLEMENTED and "unary" in details
+    code, details = _status(lambda: _call(channel, "Parsed", b"\xff\xff\xff"))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and f"/{SERVICE}/Parsed" in details
+    code, _ = _status(lambda: _call(channel, "Echo", b"x" * ((1 << 20) + 1)))
+    assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert _call(channel, "Echo", b"still") == b"llits"  # and it goes on answering
+
+
+def test_a_call_runs_on_the_thread_that_took_it_and_the_rest_wait(echo_server):
+    echo, channel, _ = echo_server
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        started = time.perf_counter()
+        answers = list(pool.map(lambda i: _call(channel, "Slow", bytes([i])), range(6)))
+        elapsed = time.perf_counter() - started
+    assert answers == [bytes([i]) for i in range(6)]
+    assert echo.most_at_once == 2  # max_threads
+    assert elapsed >= 0.55  # three rounds of 0.2 s on two threads
+
+
+def test_stop_lets_a_call_in_flight_finish_and_then_refuses_calls():
+    echo = Echo()
+    server = NativeGrpcServer(max_threads=1, max_request_bytes=1 << 20)
+    server.add_generic_rpc_handlers((_echo_handlers(echo),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            in_flight = pool.submit(_call, channel, "Slow", b"late")
+            time.sleep(0.05)
+            assert server.stop(2.0).wait(5)
+            assert in_flight.result() == b"late"
+        assert _status(lambda: _call(channel, "Echo", b"x", timeout=2))[0] in (
+            grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+    assert server.wait_for_termination(0)
+
+
+def test_a_server_stopped_before_it_started_and_a_busy_port():
+    idle = NativeGrpcServer(max_threads=3, max_request_bytes=1 << 20)
+    with pytest.raises(ValueError, match="add_insecure_port"):
+        idle.start()
+    port = idle.add_insecure_port("127.0.0.1:0")
+    assert idle.stop(0).wait(5)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        with pytest.raises(RuntimeError, match=f"127.0.0.1:{taken}"):
+            NativeGrpcServer(max_threads=1, max_request_bytes=1 << 20).add_insecure_port(f"127.0.0.1:{taken}")
+    assert port > 0
+
+
+@pytest.fixture(scope="module")
+def native(exports):
+    server = ModelServer(configs_for(exports.base), port=0, poll_seconds=0, max_request_bytes=1 << 20,
+                         grpc_native=True).start()
+    yield server
+    server.stop()
+
+
+def test_the_model_server_answers_as_on_the_python_grpc_server(exports, native, server):
+    assert native.grpc_native and not native.grpc_asyncio
+    arrays = exports.data.arrays("test")
+    inputs = {"story": arrays["story"][:3], "query": arrays["query"][:3]}
+    with ServingClient(f"127.0.0.1:{native.port}") as ours, ServingClient(f"127.0.0.1:{server.port}") as theirs:
+        got, expected = ours.predict("babi", inputs), theirs.predict("babi", inputs)
+        assert sorted(got) == sorted(expected)
+        for alias in expected:
+            if expected[alias].dtype == object:
+                assert (got[alias] == expected[alias]).all(), alias
+            else:
+                np.testing.assert_allclose(got[alias], expected[alias], rtol=1e-6, atol=1e-7)
+        assert ours.status("babi") == theirs.status("babi")
+        with pytest.raises(grpc.RpcError) as caught:
+            ours.predict("nope", inputs)
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_with_batching_concurrent_predicts_merge_on_the_native_front_end(exports):
+    server = ModelServer(configs_for(exports.base, ("babi",)), port=0, poll_seconds=0, grpc_native=True,
+                         batching={"max_batch_size": 16, "batch_timeout_micros": 50_000}).start()
+    try:
+        assert not server.grpc_asyncio
+        servable = server.manager.get("babi")
+        rows, call = [], servable.call
+
+        def recording(key, checked, output_filter=()):
+            rows.append(len(next(iter(checked.values()))))
+            return call(key, checked, output_filter)
+
+        servable.call = recording
+        arrays = exports.data.arrays("test")
+        with ServingClient(f"127.0.0.1:{server.port}") as client:
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                got = list(pool.map(lambda i: client.predict(
+                    "babi", {"story": arrays["story"][i:i + 1], "query": arrays["query"][i:i + 1]}), range(8)))
+        assert all(outputs["probabilities"].shape[0] == 1 for outputs in got)
+        assert sum(rows) == 8 and max(rows) > 1, rows
+    finally:
+        server.stop()
+
+
+def test_the_flag_is_one_choice_of_grpc_server(exports):
+    args = build_parser().parse_args(["--model_base_path", str(exports.base / "babi"), "--grpc_native=true"])
+    assert args.grpc_native is True
+    with pytest.raises(ValueError, match="native or on asyncio"):
+        ModelServer(configs_for(exports.base, ("babi",)), port=0, grpc_native=True, grpc_asyncio=True)
