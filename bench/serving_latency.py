@@ -22,6 +22,10 @@ starts `serving/server.py` in its own process, and measures, in one run:
    (`--grpc_asyncio=false`) and on asyncio's own event loop
    (`--event_loop=asyncio`).
 
+`--server-flag` gives every server of the run a flag more: with
+`--server-flag=--grpc_native=true` the whole run is on the native gRPC front
+end (sequential, unbatched and batched alike).
+
 Prints a table and writes `bench/results/serving_latency.json`:
 
     KERAS_RELMEM_DATA=../shared/data python -m bench.serving_latency --seconds 8
@@ -198,6 +202,14 @@ def client_rows(table, others=()):
 
 
 def run(args):
+    _RUN_FLAGS[:] = args.server_flags
+    try:
+        return _run(args)
+    finally:
+        _RUN_FLAGS.clear()
+
+
+def _run(args):
     import tensorflow as tf
 
     result = {"arguments": vars(args), "model": "bAbI EntNet, task 1 sizes, `answer` signature (text in)"}
@@ -353,10 +365,15 @@ def sequential_servers(base):
             yield ports, handing_off
 
 
+# Flags every server of a run gets (`--server-flag`), set by `run` for its duration.
+_RUN_FLAGS = []
+
+
 @contextlib.contextmanager
 def running_server(flags, script=None):
-    """`start_server(flags, script=script)`'s ports while the block runs; the server stops after it."""
-    process, ports = start_server(flags, script=script)
+    """`start_server(flags, script=script)`'s ports while the block runs (with the run's `--server-flag`s); the
+    server stops after it."""
+    process, ports = start_server(flags + _RUN_FLAGS, script=script)
     try:
         yield ports
     finally:
@@ -460,8 +477,12 @@ def main(argv=None):
                              "in this run; the first gives the table's batched column (default 1)")
     parser.add_argument("--no-native", dest="native", action="store_false",
                         help="leave out the native clients (h2load, wrk), which run where they are installed")
+    parser.add_argument("--server-flag", action="append", default=[], dest="server_flags",
+                        help="a flag for every server of the run, e.g. --server-flag=--grpc_native=true")
     parser.add_argument("--out", default="bench/results/serving_latency.json")
     args = parser.parse_args(argv)
+    if args.server_flags and args.baseline_script:
+        parser.error("--server-flag and --baseline-script: the other checkout's server may not know the flags")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return save_and_report(run(args), args.out, markdown)
 

@@ -22,7 +22,37 @@ def test_serving_latency_results_hold_the_batching_figures_per_client_count():
     p50 = result["sequential_p50_ms"]
     assert result["grpc_over_in_process"] == pytest.approx(p50["grpc"] / p50["in_process"])
     text = serving_latency.markdown(result)
-    assert f"{result['clients']['32']['batched_rps']:.0f}" in text and "old vs new" in text
+    assert f"{result['clients']['32']['batched_rps']:.0f}" in text
+    assert ("old vs new" in text) == ("baseline" in result)
+
+
+def test_serving_latency_server_flags_reach_every_server_of_its_run_only(monkeypatch):
+    import argparse
+
+    started = []
+
+    class Process:
+        def send_signal(self, signum):
+            pass
+
+        def wait(self, timeout=None):
+            return 0
+
+    monkeypatch.setattr(serving_latency, "start_server",
+                        lambda flags, script=None: (started.append(flags), (Process(), {}))[1])
+
+    def one_server(args):
+        with serving_latency.running_server(["--model_name", "babi"]):
+            return {}
+
+    monkeypatch.setattr(serving_latency, "_run", one_server)
+    serving_latency.run(argparse.Namespace(server_flags=["--grpc_native=true"]))
+    assert started == [["--model_name", "babi", "--grpc_native=true"]]
+    with serving_latency.running_server(["--port", "0"]):  # after the run: no flags of its own
+        pass
+    assert started[-1] == ["--port", "0"]
+    with pytest.raises(SystemExit):
+        serving_latency.main(["--server-flag=--grpc_native=true", "--baseline-script", "other/serving/server.py"])
 
 
 def test_serving_latency_measures_each_num_batch_threads_given(tmp_path):

@@ -28,6 +28,7 @@ server.stop(2.0).wait()
 ```
 """
 
+import atexit
 import logging
 import threading
 
@@ -163,9 +164,13 @@ class NativeGrpcServer:
                                       daemon=True)
             thread.start()
             self._threads.append(thread)
+        # A server left running at exit stops before the interpreter goes: its threads would otherwise call into
+        # an interpreter that is being torn down.
+        atexit.register(self.stop, 0)
 
     def stop(self, grace):
         """Stop taking calls, let those in flight finish for `grace` seconds; returns an event set when done."""
+        atexit.unregister(self.stop)
         if self._front_end is not None:
             self._front_end.shutdown(grace or 0.0)
         for thread in self._threads:
