@@ -1,5 +1,6 @@
 """Tiny exported models and a running server on 127.0.0.1 for the serving tests."""
 
+import contextlib
 import os
 import pathlib
 import threading
@@ -44,6 +45,23 @@ class FakeServable:
         if (checked["x"] < 0).any():
             raise ServingError(grpc.StatusCode.INVALID_ARGUMENT, "negative input")
         return {"y": checked["x"] + self.version}
+
+
+@contextlib.contextmanager
+def batch_rows(servable):
+    """The rows of each call of `servable.call` while the block runs (a list, filled as calls come): batching
+    merged requests when a call has more rows than one request."""
+    rows, call = [], servable.call
+
+    def recording(key, checked, output_filter=()):
+        rows.append(len(next(iter(checked.values()))))
+        return call(key, checked, output_filter)
+
+    servable.call = recording
+    try:
+        yield rows
+    finally:
+        del servable.call
 
 
 class Exports:

@@ -10,7 +10,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from keras_relmem.serving.client import ServingClient
 from keras_relmem.serving.server import ModelServer, build_parser
-from tests.serving.conftest import configs_for
+from tests.serving.conftest import batch_rows, configs_for
 
 
 @pytest.fixture(scope="module")
@@ -30,30 +30,19 @@ def _code(call):
 def test_concurrent_predicts_are_merged_and_answered_each_its_own(exports, batched, server):
     assert batched.grpc_asyncio and not server.grpc_asyncio
     servable = batched.manager.get("babi")
-    rows, call = [], servable.call
-
-    def recording(key, checked, output_filter=()):
-        rows.append(len(next(iter(checked.values()))))
-        return call(key, checked, output_filter)
-
-    servable.call = recording
     arrays = exports.data.arrays("test")
-    merged, plain = ServingClient(f"127.0.0.1:{batched.port}"), ServingClient(f"127.0.0.1:{server.port}")
 
     def ask(client, i):
         return client.predict("babi", {"story": arrays["story"][i:i + 1], "query": arrays["query"][i:i + 1]},
                               output_filter=("probabilities",))
 
-    try:
+    with batch_rows(servable) as rows, ServingClient(f"127.0.0.1:{batched.port}") as merged, \
+            ServingClient(f"127.0.0.1:{server.port}") as plain:
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             got = list(pool.map(lambda i: ask(merged, i), range(8)))
         for i, outputs in enumerate(got):
             assert sorted(outputs) == ["probabilities"]
             np.testing.assert_allclose(outputs["probabilities"], ask(plain, i)["probabilities"], rtol=1e-5, atol=1e-7)
-    finally:
-        del servable.call
-        merged.close()
-        plain.close()
     assert sum(rows) == 8 and max(rows) > 1, rows
 
 

@@ -17,7 +17,7 @@ pytest.importorskip("keras_relmem_native._grpc_front_end", reason="keras-relmem-
 from keras_relmem.serving.client import ServingClient  # noqa: E402
 from keras_relmem.serving.grpc_native import NativeGrpcServer  # noqa: E402
 from keras_relmem.serving.server import ModelServer, build_parser  # noqa: E402
-from tests.serving.conftest import configs_for  # noqa: E402
+from tests.serving.conftest import batch_rows, configs_for  # noqa: E402
 
 SERVICE = "test.Echo"
 
@@ -200,16 +200,8 @@ def test_with_batching_concurrent_predicts_merge_on_the_native_front_end(exports
                          batching={"max_batch_size": 16, "batch_timeout_micros": 50_000}).start()
     try:
         assert not server.grpc_asyncio
-        servable = server.manager.get("babi")
-        rows, call = [], servable.call
-
-        def recording(key, checked, output_filter=()):
-            rows.append(len(next(iter(checked.values()))))
-            return call(key, checked, output_filter)
-
-        servable.call = recording
         arrays = exports.data.arrays("test")
-        with ServingClient(f"127.0.0.1:{server.port}") as client:
+        with batch_rows(server.manager.get("babi")) as rows, ServingClient(f"127.0.0.1:{server.port}") as client:
             with concurrent.futures.ThreadPoolExecutor(8) as pool:
                 got = list(pool.map(lambda i: client.predict(
                     "babi", {"story": arrays["story"][i:i + 1], "query": arrays["query"][i:i + 1]}), range(8)))
