@@ -16,7 +16,9 @@ reports the p50 of:
 
 Beside them: the signature called in this process as a caller in the
 server's place would (arrays in, tensors built), and a gRPC health check's
-round trip (the transport's floor: a call that does no model work).
+round trip (the transport's floor: a call that does no model work). Where
+the native gRPC front end is installed, a second server on it
+(`--grpc_native=true`) is profiled alike, as the API `grpc_native`.
 
     KERAS_RELMEM_DATA=../shared/data python -m bench.serving_profile --requests 1000
 
@@ -45,11 +47,16 @@ CLIENT = """
 import json, sys
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from bench.serving_latency import grpc_call, rest_call, sequential_p50
-grpc_port, rest_port, count = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+grpc_port, rest_port, count, native_port = (int(a) for a in sys.argv[1:5])
 import grpc
-health = health_pb2_grpc.HealthStub(grpc.insecure_channel(f"127.0.0.1:{grpc_port}"))
-calls = {"grpc": grpc_call(grpc_port), "rest": rest_call(rest_port),
-         "grpc_health_check": lambda: health.Check(health_pb2.HealthCheckRequest(service="babi"), timeout=10)}
+
+def health_check(port):
+    health = health_pb2_grpc.HealthStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+    return lambda: health.Check(health_pb2.HealthCheckRequest(service="babi"), timeout=10)
+
+calls = {"grpc": grpc_call(grpc_port), "rest": rest_call(rest_port), "grpc_health_check": health_check(grpc_port)}
+if native_port:
+    calls.update({"grpc_native": grpc_call(native_port), "grpc_native_health_check": health_check(native_port)})
 result = {}
 for name, call in calls.items():
     print("START", name, flush=True)
@@ -97,10 +104,26 @@ class Timers:
         return {label: float(np.percentile(values, 50) * 1e3) for label, values in self.times[phase].items()}
 
 
+def _time_signature(servable, timers):
+    """Time `servable`'s `answer` graph function alone (the call the server makes: flat when it can)."""
+    calls = servable._flat_calls if servable._flat_calls.get("answer") is not None else servable._functions
+    signature = calls["answer"]
+
+    def signature_alone(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return signature(*args, **kwargs)
+        finally:
+            timers._add("signature_function", started)
+
+    calls["answer"] = signature_alone
+
+
 def run(args):
     import tensorflow as tf
 
     from keras_relmem.serving import core, grpc_api, rest_api, servable
+    from keras_relmem.serving.grpc_native import available as native_grpc_available
     from keras_relmem.serving.server import ModelServer, freeze_startup_heap
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -121,23 +144,16 @@ def run(args):
                                                         model_platform="tensorflow")]
         freeze_startup_heap()
         server = ModelServer(configs, port=0, rest_api_port=-1, poll_seconds=-1)
-        server.manager.poll()
-        server.start()
-        loaded = server.manager.get("babi")
-        # The servable calls the graph function flat (`FlatCall`) when it can, by keyword otherwise.
-        calls = loaded._flat_calls if loaded._flat_calls.get("answer") is not None else loaded._functions
-        signature = calls["answer"]
-
-        def signature_alone(*args, **kwargs):
-            started = time.perf_counter()
-            try:
-                return signature(*args, **kwargs)
-            finally:
-                timers._add("signature_function", started)
-
-        calls["answer"] = signature_alone
+        # Where the native gRPC front end is installed, a second server on it, profiled alike.
+        native = (ModelServer(configs, port=0, poll_seconds=-1, grpc_native=True)
+                  if native_grpc_available() else None)
+        for running in (server, native) if native else (server,):
+            running.manager.poll()
+            running.start()
+            _time_signature(running.manager.get("babi"), timers)
         client = subprocess.Popen(
-            [sys.executable, "-c", CLIENT, str(server.port), str(server.rest_port), str(args.requests)],
+            [sys.executable, "-c", CLIENT, str(server.port), str(server.rest_port), str(args.requests),
+             str(native.port if native else 0)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
         try:
             for line in client.stdout:
@@ -154,9 +170,13 @@ def run(args):
         finally:
             client.wait(timeout=120)
             server.stop()
+            if native:
+                native.stop()
     result = {"arguments": vars(args), "in_process_ms": in_process,
               "grpc_health_check_ms": round_trips["grpc_health_check"], "apis": {}}
-    for api in ("grpc", "rest"):
+    if "grpc_native_health_check" in round_trips:
+        result["grpc_native_health_check_ms"] = round_trips["grpc_native_health_check"]
+    for api in [api for api in APIS if api in round_trips]:
         stages = timers.p50s(api)
         stages["round_trip"] = round_trips[api]
         stages["transport_and_client"] = stages["round_trip"] - stages["handler"]
@@ -166,20 +186,24 @@ def run(args):
     return result
 
 
+APIS = ("grpc", "rest", "grpc_native")
+NAMES = {"grpc": "gRPC", "rest": "REST", "grpc_native": "gRPC, native"}
 ORDER = ["round_trip", "handler", "handler_worker_thread", "predict_on", "servable_call", "signature_function",
          "transport_and_client", "handler_outside_the_model"]
 
 
 def markdown(result):
+    apis = [api for api in APIS if api in result["apis"]]
+    native = (f"; on the native front end {result['grpc_native_health_check_ms']:.3f} ms"
+              if "grpc_native_health_check_ms" in result else "")
     lines = [f"- in-process signature call p50 {result['in_process_ms']:.3f} ms; a gRPC health check's round "
-             f"trip {result['grpc_health_check_ms']:.3f} ms", "",
-             "| stage (p50 ms) | gRPC | REST |", "|---|---|---|"]
+             f"trip {result['grpc_health_check_ms']:.3f} ms{native}", "",
+             "| stage (p50 ms) | " + " | ".join(NAMES[api] for api in apis) + " |", "|---" * (len(apis) + 1) + "|"]
     for stage in ORDER:
-        cells = [f"{result['apis'][api][stage]:.3f}" if stage in result["apis"][api] else ""
-                 for api in ("grpc", "rest")]
-        lines.append(f"| {stage.replace('_', ' ')} | {cells[0]} | {cells[1]} |")
-    lines.append(f"| round trip / in-process | {result['apis']['grpc']['over_in_process']:.2f}x | "
-                 f"{result['apis']['rest']['over_in_process']:.2f}x |")
+        cells = [f"{result['apis'][api][stage]:.3f}" if stage in result["apis"][api] else "" for api in apis]
+        lines.append(f"| {stage.replace('_', ' ')} | " + " | ".join(cells) + " |")
+    lines.append("| round trip / in-process | "
+                 + " | ".join(f"{result['apis'][api]['over_in_process']:.2f}x" for api in apis) + " |")
     return "\n".join(lines)
 
 

@@ -76,21 +76,25 @@ def test_serving_latency_measures_each_num_batch_threads_given(tmp_path):
             f"p99 {row['batched']['p99_ms']:.1f} ms, {2 * row['batched_over_unbatched']:.2f}x unbatched") in text
 
 
-def test_serving_profile_stages_add_up():
-    result = json.loads((RESULTS / "serving_profile.json").read_text())
+@pytest.mark.parametrize("name", ["serving_profile.json", "serving_profile_native.json"])
+def test_serving_profile_stages_add_up(name):
+    result = json.loads((RESULTS / name).read_text())
     for api, stages in result["apis"].items():
         assert stages["round_trip"] == pytest.approx(stages["handler"] + stages["transport_and_client"]), api
         # Each stage holds the ones inside it.
         assert stages["handler"] >= stages["predict_on"] >= stages["servable_call"] >= stages["signature_function"]
-    assert "| round trip |" in serving_profile.markdown(result)
+    text = serving_profile.markdown(result)
+    assert "| round trip |" in text and ("gRPC, native" in text) == ("grpc_native" in result["apis"])
 
 
-@pytest.mark.slow
 def test_serving_profile_runs(tmp_path):
-    """A short profile end to end (an export, a server, a client process): slow, so not by default."""
+    """A short profile end to end (an export, servers, a client process; about 15 s): run by default since the
+    bench once broke unnoticed when the server's signature call changed."""
+    from keras_relmem.serving.grpc_native import available
+
     out = tmp_path / "profile.json"
     assert serving_profile.main(["--requests", "20", "--out", str(out)]) == 0
-    assert set(json.loads(out.read_text())["apis"]) == {"grpc", "rest"}
+    assert set(json.loads(out.read_text())["apis"]) == {"grpc", "rest"} | ({"grpc_native"} if available() else set())
 
 
 def test_grpc_frame_is_the_length_prefixed_message_of_the_grpc_wire_format():
