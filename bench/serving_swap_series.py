@@ -68,14 +68,14 @@ def make_exports(workdir):
     return shapes, exports / "base", [exports / f"retrained-{seed}" / "babi" / "1" for seed in (2, 3)]
 
 
-def one_run(shapes, base_export, sources, swaps, gap, threads, script=None):
+def one_run(shapes, base_export, sources, swaps, gap, threads, script=None, server_flags=()):
     """Start a server on a copy of the exports, swap `swaps` versions in under load, and measure each swap."""
     work = pathlib.Path(tempfile.mkdtemp(prefix="swap-series-"))
     try:
         for model in ("babi", "lm"):
             shutil.copytree(base_export / model, work / model)
         log_path = work / "server.stderr"
-        process, grpc_port, rest_port = start_with_models(work, log_path, script=script)
+        process, grpc_port, rest_port = start_with_models(work, log_path, server_flags, script=script)
         try:
             status_client = soak.Client("127.0.0.1", grpc_port, rest_port)
             recorder, stop = soak.LoadRecorder(), threading.Event()
@@ -173,6 +173,9 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=8, help="load clients")
     parser.add_argument("--baseline-script", default=None,
                         help="another server script (an older checkout's serving/server.py) to run alternately")
+    parser.add_argument("--server-flag", action="append", default=[], dest="server_flags",
+                        help="a flag for this checkout's server (not the baseline's), e.g. "
+                             "--server-flag=--grpc_native=true")
     parser.add_argument("--workdir", default="runs/serving_swap_series", help="exports and each run's result")
     parser.add_argument("--out", default="bench/results/serving_swap_series.json")
     args = parser.parse_args(argv)
@@ -189,7 +192,8 @@ def main(argv=None):
                 if shapes is None:
                     shapes, base_export, sources = make_exports(workdir)
                 print(f"{label} server, run {run} of {args.runs}", flush=True)
-                result = one_run(shapes, base_export, sources, args.swaps, args.gap, args.threads, script)
+                result = one_run(shapes, base_export, sources, args.swaps, args.gap, args.threads, script,
+                                 args.server_flags if label == "this" else ())
                 path.write_text(json.dumps(result, indent=1))
             runs[label].append(json.loads(path.read_text()))
     result = {"arguments": vars(args), "servers": {label: {"summary": summarise(r), "runs": r}

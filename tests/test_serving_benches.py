@@ -423,8 +423,8 @@ def test_swap_series_alternates_the_servers_and_resumes(tmp_path, monkeypatch):
 
     made = []
 
-    def fake_run(shapes, base, sources, swaps, gap, threads, script=None):
-        made.append(script)
+    def fake_run(shapes, base, sources, swaps, gap, threads, script=None, server_flags=()):
+        made.append((script, tuple(server_flags)))
         ratio = 3.0 if script else 1.5  # the baseline's swaps miss the bound, this server's keep within it
         return {"steady_p99_ms": 10.0, "steady_requests": 100, "good_requests": 500, "good_failed": 0,
                 "bad_5xx_or_dropped": 0, "loads_reusing_graph_functions": swaps,
@@ -435,9 +435,10 @@ def test_swap_series_alternates_the_servers_and_resumes(tmp_path, monkeypatch):
     monkeypatch.setattr(serving_swap_series, "one_run", fake_run)
     monkeypatch.setattr(serving_swap_series, "make_exports", lambda workdir: ("shapes", "base", ["a", "b"]))
     argv = ["--runs", "2", "--swaps", "3", "--baseline-script", "/old/serving/server.py", "--workdir",
-            str(tmp_path / "runs"), "--out", str(tmp_path / "series.json")]
+            str(tmp_path / "runs"), "--out", str(tmp_path / "series.json"), "--server-flag=--grpc_native=true"]
     serving_swap_series.main(argv)
-    assert made == ["/old/serving/server.py", None] * 2
+    # The flags go to this checkout's server only: the old one may not know them.
+    assert made == [("/old/serving/server.py", ()), (None, ("--grpc_native=true",))] * 2
     result = json.loads((tmp_path / "series.json").read_text())
     this, baseline = result["servers"]["this"]["summary"], result["servers"]["baseline"]["summary"]
     # This server: first swaps 3.0x (missed), later ones 1.5x; the baseline misses all six.
