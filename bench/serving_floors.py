@@ -158,7 +158,7 @@ def run(args):
                 "grpc_predict": lambda: h2load_p50(ports["grpc"], grpc_message()),
                 "rest_predict": lambda: wrk_p50(ports["rest"], rest_body(), args.wrk_seconds),
             }
-            for grpc_ports in (ports, native_ports) if native_ports else (ports,):
+            for grpc_ports in [p for p in (ports, native_ports) if p]:
                 native_load.check_grpc_body(grpc_ports["grpc"], grpc_message())
                 check_health(grpc_ports["grpc"])
             if native_ports:

@@ -40,6 +40,9 @@ _UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED.value[0]
 _INVALID_ARGUMENT = grpc.StatusCode.INVALID_ARGUMENT.value[0]
 _UNKNOWN = grpc.StatusCode.UNKNOWN.value[0]
 _INTERNAL = grpc.StatusCode.INTERNAL.value[0]
+# What a server asked for the native front end says where it is not installed.
+NOT_INSTALLED = ("--grpc_native needs the keras-relmem-native package, built against the system's gRPC C++ library: "
+                 "see 'A native gRPC front end' in docs/serving.md")
 
 
 def available():
@@ -126,9 +129,7 @@ class NativeGrpcServer:
         try:
             from keras_relmem_native import _grpc_front_end
         except ImportError as error:
-            raise RuntimeError(
-                "--grpc_native needs the keras-relmem-native package, built against the system's gRPC C++ "
-                "library: see 'A native gRPC front end' in docs/serving.md") from error
+            raise RuntimeError(NOT_INSTALLED) from error
         self._front_end_type = _grpc_front_end.FrontEnd
         self._max_threads = max_threads
         self._max_request_bytes = max_request_bytes

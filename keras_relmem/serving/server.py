@@ -33,7 +33,7 @@ from keras_relmem.serving.event_loops import EVENT_LOOPS
 from keras_relmem.serving.event_loops import resolve as resolve_event_loop
 from keras_relmem.serving.grpc_aio import AsyncGrpcServer, AsyncPredictionService
 from keras_relmem.serving.grpc_api import ModelService, PredictionService
-from keras_relmem.serving.grpc_native import NativeGrpcServer
+from keras_relmem.serving.grpc_native import NOT_INSTALLED, NativeGrpcServer
 from keras_relmem.serving.grpc_native import available as native_grpc_available
 from keras_relmem.serving.manager import ModelManager
 from keras_relmem.serving.metrics import ServingMetrics, read_monitoring_config
@@ -251,8 +251,7 @@ class ModelServer:
             # another server holds): a busy port must be an error instead.
             ("grpc.so_reuseport", 0),
         ]
-        if grpc_native and grpc_asyncio:
-            raise ValueError("gRPC is either native or on asyncio: give --grpc_native or --grpc_asyncio, not both")
+        _check_one_grpc_server(grpc_native, grpc_asyncio)
         self.grpc_native = bool(grpc_native)
         self.grpc_asyncio = (batching is not None and not self.grpc_native) if grpc_asyncio is None \
             else bool(grpc_asyncio)
@@ -320,6 +319,12 @@ class ModelServer:
             self._rest.stop()
         self._grpc.stop(grace).wait()
         self.core.close()
+
+
+def _check_one_grpc_server(grpc_native, grpc_asyncio):
+    """gRPC runs on one server: the native front end and the asyncio one exclude each other (ValueError)."""
+    if grpc_native and grpc_asyncio:
+        raise ValueError("gRPC is either native or on asyncio: give --grpc_native or --grpc_asyncio, not both")
 
 
 def configure_tensorflow(intra_op=0, inter_op=0):
@@ -395,11 +400,9 @@ def main(argv=None):
         resolve_event_loop(args.event_loop)
         if metrics_path and not args.rest_api_port:
             raise ValueError("--monitoring_config_file: metrics are served on the REST port; give --rest_api_port")
-        if args.grpc_native and args.grpc_asyncio:
-            raise ValueError("--grpc_native=true and --grpc_asyncio=true: gRPC runs on one server; give one")
+        _check_one_grpc_server(args.grpc_native, args.grpc_asyncio)
         if args.grpc_native and not native_grpc_available():
-            raise ValueError("--grpc_native=true needs the keras-relmem-native package, built against the "
-                             "system's gRPC C++ library: see 'A native gRPC front end' in docs/serving.md")
+            raise ValueError(NOT_INSTALLED)
     except (ValueError, OSError) as error:
         parser.error(str(error))
     if args.verbose:

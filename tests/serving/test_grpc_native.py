@@ -16,7 +16,7 @@ pytest.importorskip("keras_relmem_native._grpc_front_end", reason="keras-relmem-
 
 from keras_relmem.serving.client import ServingClient  # noqa: E402
 from keras_relmem.serving.grpc_native import NativeGrpcServer  # noqa: E402
-from keras_relmem.serving.server import ModelServer, build_parser  # noqa: E402
+from keras_relmem.serving.server import ModelServer, build_parser, main  # noqa: E402
 from tests.serving.conftest import batch_rows, configs_for  # noqa: E402
 
 SERVICE = "test.Echo"
@@ -225,3 +225,6 @@ def test_the_flag_is_one_choice_of_grpc_server(exports):
     assert args.grpc_native is True
     with pytest.raises(ValueError, match="native or on asyncio"):
         ModelServer(configs_for(exports.base, ("babi",)), port=0, grpc_native=True, grpc_asyncio=True)
+    with pytest.raises(SystemExit):  # the command line says so before it loads anything
+        main(["--port", "0", "--model_base_path", str(exports.base / "babi"), "--grpc_native=true",
+              "--grpc_asyncio=true"])
