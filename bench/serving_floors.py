@@ -16,7 +16,11 @@ part), with the native clients, one connection each:
   (h2load, wrk), as in `bench.serving_latency`;
 - `grpc_native_health` and `grpc_native_predict`: the same two gRPC calls to
   a second server, on the native gRPC front end (`--grpc_native=true`), where
-  the `keras-relmem-native` package is installed.
+  the `keras-relmem-native` package is installed;
+- `grpc_python_predict` and `grpc_native_python_predict`: the batch-1
+  `answer` to two more servers like those, converting the request's tensors
+  in Python (`--grpc_predict_in_graph=false`, the path before the in-graph
+  Predict), so that old and new are measured side by side.
 
 Each round measures all five in an order rotated from round to round, and is
 written to `--out` as it finishes; a rerun goes on from the rounds already
@@ -56,11 +60,17 @@ HEALTH = "/grpc.health.v1.Health/Check"
 STATUS = "/v1/models/babi"
 PATHS = ("in_process", "grpc_health", "rest_status", "grpc_predict", "rest_predict")
 NATIVE_PATHS = ("grpc_native_health", "grpc_native_predict")
+PYTHON_PATHS = ("grpc_python_predict", "grpc_native_python_predict")
 # The bounds the serving issue sets for sequential batch-1 requests over the in-process call.
-BOUNDS = {"grpc": 1.3, "rest": 1.4, "grpc_native": 1.3}
+BOUNDS = {"grpc": 1.3, "rest": 1.4, "grpc_native": 1.3, "grpc_python": 1.3, "grpc_native_python": 1.3}
 # Each API's row: its name, the cheapest call's path.
-APIS = (("grpc", "grpc_health"), ("rest", "rest_status"), ("grpc_native", "grpc_native_health"))
-NAMES = {"grpc": "gRPC", "rest": "REST", "grpc_native": "gRPC, native front end"}
+APIS = (("grpc", "grpc_health"), ("rest", "rest_status"), ("grpc_native", "grpc_native_health"),
+        ("grpc_python", "grpc_health"), ("grpc_native_python", "grpc_native_health"))
+NAMES = {"grpc": "gRPC", "rest": "REST", "grpc_native": "gRPC, native front end",
+         "grpc_python": "gRPC, tensors converted in Python",
+         "grpc_native_python": "gRPC, native front end, tensors converted in Python"}
+# The server flag of the Python conversion of a Predict's tensors, the path before the in-graph Predict.
+PYTHON_CONVERSION = ["--grpc_predict_in_graph=false"]
 
 
 def health_message():
@@ -90,12 +100,12 @@ def wrk_p50(port, body, seconds, path="/v1/models/babi:predict"):
 
 def summarize(rounds):
     """Medians over rounds of each path's p50 (ms), and what they leave of the issue's bounds."""
-    paths = [path for path in PATHS + NATIVE_PATHS if all(path in r for r in rounds)]
+    paths = [path for path in PATHS + NATIVE_PATHS + PYTHON_PATHS if all(path in r for r in rounds)]
     p50 = {path: statistics.median(r[path] for r in rounds) for path in paths}
     floor = p50["in_process"]
     result = {"p50_ms": p50, "rounds": len(rounds)}
     for api, cheapest in APIS:
-        if cheapest not in p50:
+        if cheapest not in p50 or f"{api}_predict" not in p50:
             continue
         budget = (BOUNDS[api] - 1) * floor
         result[api] = {
@@ -151,20 +161,28 @@ def run(args):
             native_ports = (servers.enter_context(running_server(
                 server_flags(base, False, "tensorflow_default") + ["--grpc_native=true"]))
                 if native_grpc_available() else None)
+            python_ports = servers.enter_context(running_server(
+                server_flags(base, False, "tensorflow_default") + PYTHON_CONVERSION))
+            native_python_ports = (servers.enter_context(running_server(
+                server_flags(base, False, "tensorflow_default") + ["--grpc_native=true"] + PYTHON_CONVERSION))
+                if native_ports else None)
             measures = {
                 "in_process": lambda: sequential_p50(lambda: answer(story=story, question=question)),
                 "grpc_health": lambda: h2load_p50(ports["grpc"], health_message(), path=HEALTH),
                 "rest_status": lambda: wrk_p50(ports["rest"], None, args.wrk_seconds, STATUS),
                 "grpc_predict": lambda: h2load_p50(ports["grpc"], grpc_message()),
                 "rest_predict": lambda: wrk_p50(ports["rest"], rest_body(), args.wrk_seconds),
+                "grpc_python_predict": lambda: h2load_p50(python_ports["grpc"], grpc_message()),
             }
-            for grpc_ports in [p for p in (ports, native_ports) if p]:
+            for grpc_ports in [p for p in (ports, native_ports, python_ports, native_python_ports) if p]:
                 native_load.check_grpc_body(grpc_ports["grpc"], grpc_message())
                 check_health(grpc_ports["grpc"])
             if native_ports:
                 measures["grpc_native_health"] = lambda: h2load_p50(native_ports["grpc"], health_message(),
                                                                     path=HEALTH)
                 measures["grpc_native_predict"] = lambda: h2load_p50(native_ports["grpc"], grpc_message())
+                measures["grpc_native_python_predict"] = lambda: h2load_p50(native_python_ports["grpc"],
+                                                                           grpc_message())
             paths = tuple(measures)
             for measure in measures.values():  # once unrecorded: tracing, connections, the caches of both sides
                 measure()

@@ -115,6 +115,26 @@ def predict_inputs(core, request, record):
     return servable, key, inputs
 
 
+def predict_in_graph(core, request, record):
+    """The `PredictResponse` of a request answered in one graph call (`Servable.predict_in_graph`), or None when
+    it must go the Python way (`predict_inputs`). Only unbatched: a batch merges requests in Python."""
+    name, version, label, signature_name = _spec(request.model_spec)
+    servable = core.manager.get(name, version, label)
+    key, _ = servable.signature(signature_name)
+    output_filter = tuple(request.output_filter)
+    servable.check_outputs(key, output_filter)
+    in_graph = getattr(servable, "predict_in_graph", None)  # (a stand-in servable may have none)
+    outputs = in_graph(key, request, output_filter) if in_graph is not None else None
+    if outputs is None:
+        return None
+    record.served_by(servable, key)
+    response = predict_pb2.PredictResponse()
+    _fill_spec(response.model_spec, servable, key)
+    for alias, serialized in outputs.items():
+        response.outputs[alias].ParseFromString(serialized)
+    return response
+
+
 def predict_response(servable, key, outputs):
     """The `PredictResponse` of `{alias: np.ndarray}` outputs of `servable`'s signature `key`."""
     response = predict_pb2.PredictResponse()
@@ -129,6 +149,9 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
     Args:
         core: the `ServingCore`.
+        in_graph: answer an unbatched Predict in one graph call where the
+            servable can (`Servable.predict_in_graph`); False always takes
+            the Python path, as before.
 
     Example:
 
@@ -137,11 +160,16 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     ```
     """
 
-    def __init__(self, core):
+    def __init__(self, core, in_graph=True):
         self.core = core
+        self.in_graph = in_graph
 
     @_guarded("predict")
     def Predict(self, request, context, record):
+        if self.in_graph and not self.core.batching:
+            response = predict_in_graph(self.core, request, record)
+            if response is not None:
+                return response
         servable, key, inputs = predict_inputs(self.core, request, record)
         servable, key, outputs = self.core.predict_on(servable, key, inputs, tuple(request.output_filter))
         return predict_response(servable, key, outputs)

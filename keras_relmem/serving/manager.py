@@ -64,6 +64,8 @@ class ModelManager:
             its own variables instead of being loaded in full
             (`keras_relmem.serving.reuse`): milliseconds instead of a load's
             long holds of the interpreter lock. False loads every version in full.
+        predict_in_graph: with the default factory, build each signature's
+            gRPC Predict as one graph call (`Servable(predict_in_graph=...)`).
 
     Example:
 
@@ -74,7 +76,8 @@ class ModelManager:
     ```
     """
 
-    def __init__(self, configs, poll_seconds=1.0, servable_factory=None, reuse_functions=True):
+    def __init__(self, configs, poll_seconds=1.0, servable_factory=None, reuse_functions=True,
+                 predict_in_graph=True):
         names = [config.name for config in configs]
         if len(set(names)) != len(names):
             raise ValueError(f"model names must be unique; received {names}.")
@@ -82,6 +85,7 @@ class ModelManager:
         self.poll_seconds = poll_seconds
         self._factory = servable_factory
         self.reuse_functions = reuse_functions
+        self.predict_in_graph = predict_in_graph
         self._lock = threading.Lock()
         self._loaded = {name: {} for name in self.configs}  # name -> {version: Servable}
         self._status = {name: {} for name in self.configs}  # name -> {version: VersionStatus}
@@ -269,7 +273,10 @@ class ModelManager:
         return _run_politely(self._load_in_full, name, version, path)
 
     def _load_in_full(self, name, version, path):
-        servable = (self._factory or Servable)(name, version, path)
+        if self._factory is not None:
+            servable = self._factory(name, version, path)
+        else:
+            servable = Servable(name, version, path, predict_in_graph=self.predict_in_graph)
         warm_up = getattr(servable, "warm_up", None)
         replayed = warm_up() if warm_up is not None else 0
         if self._factory is None and self.reuse_functions:

@@ -16,6 +16,7 @@ from tensorflow.python.util import deprecation
 
 from keras_relmem.serving import reuse, saved_model_file, tensors
 from keras_relmem.serving.errors import ServingError, invalid
+from keras_relmem.serving.in_graph import InGraphPredict
 
 log = logging.getLogger("keras_relmem.serving")
 
@@ -45,6 +46,10 @@ class Servable:
             loaded in full; `reused_version` then says which one.
         load_in_full: False raises `reuse.NotReusable` where no donor
             serves, instead of loading the version in full.
+        predict_in_graph: also build each flat signature's gRPC Predict as
+            one graph call (`in_graph`, the default; `predict_in_graph`
+            answers with it). A version built on a donor's graph functions
+            has it when the donor does.
 
     Raises:
         Whatever loading raises (missing or corrupt files): the manager
@@ -61,7 +66,7 @@ class Servable:
     ```
     """
 
-    def __init__(self, name, version, path, flat_call=True, donors=(), load_in_full=True):
+    def __init__(self, name, version, path, flat_call=True, donors=(), load_in_full=True, predict_in_graph=True):
         self.name = name
         self.version = int(version)
         self.path = str(path)
@@ -94,6 +99,8 @@ class Servable:
             _, kwargs = function.structured_input_signature
             self.input_specs[key] = dict(kwargs)
             self._flat_calls[key] = FlatCall.of(function) if flat_call else None
+            if predict_in_graph and self._flat_calls[key] is not None:
+                self._flat_calls[key].in_graph = _in_graph_predict(self._flat_calls[key], self.input_specs[key])
         self.program.prepare(self._functions)
 
     def _run_on(self, donor):
@@ -182,6 +189,7 @@ class Servable:
                     raise ValueError(f"{path}: warm-up record {count} failed: {error}") from None
         except tf.errors.DataLossError as error:
             raise ValueError(f"{path}: warm-up record {count + 1} is damaged: {_first_line(error)}") from None
+        self.warm_up_in_graph()
         return count
 
     def warm_up_generated(self):
@@ -206,7 +214,26 @@ class Servable:
                          self.name, self.version, key, error)
                 continue
             answered += 1
+        self.warm_up_in_graph()
         return answered
+
+    def warm_up_in_graph(self):
+        """Call each signature's in-graph Predict once on generated inputs: its first call optimises its graph
+        (as long as the signature's own first call), which must not fall on a request. A call the model
+        refuses still did that."""
+        from tensorflow_serving.apis import predict_pb2
+
+        for key, flat in self._flat_calls.items():
+            if flat is None or flat.in_graph is None:
+                continue
+            request = predict_pb2.PredictRequest()
+            for alias, spec in self.input_specs[key].items():
+                tensors.fill_proto(request.inputs[alias], generated_input(spec))
+            try:
+                flat.in_graph(request.SerializeToString(), flat.captures)
+            except tf.errors.OpError as error:
+                log.info("warm-up of %s version %d: signature %s's in-graph Predict refused generated inputs (%s)",
+                         self.name, self.version, key, _first_line(error))
 
     def _replay(self, record):
         kind = record.WhichOneof("log_type")
@@ -234,6 +261,22 @@ class Servable:
                 f"output tensor alias not found in signature: {', '.join(unknown)}. "
                 f"Outputs expected to be in the set {{{','.join(sorted(signature_def.outputs))}}}."
             )
+
+    def predict_in_graph(self, key, request, output_filter=()):
+        """`{output alias: serialized TensorProto}` of a `PredictRequest` answered in one graph call (`in_graph`),
+        or None when it is not: the signature has no in-graph Predict, the request's inputs are not what the
+        signature takes, or the model refused them. The caller then answers it the Python way (`check_inputs`,
+        `call`), which says what is wrong. `output_filter` must have passed `check_outputs`.
+        """
+        flat = self._flat_calls.get(key)
+        in_graph = flat.in_graph if flat is not None else None
+        if in_graph is None or not in_graph.accepts(request):
+            return None
+        try:
+            outputs = in_graph(request.SerializeToString(), flat.captures)
+        except tf.errors.OpError:
+            return None
+        return {alias: outputs[alias] for alias in output_filter} if output_filter else outputs
 
     def call(self, key, checked, output_filter=()):
         """Run signature `key` on inputs `check_inputs` returned; `{output alias: np.ndarray}`."""
@@ -277,11 +320,12 @@ class FlatCall:
     """
 
     def __init__(self, function, input_aliases, output_aliases):
-        self._graph_function = function.inference_fn
+        self.graph_function = function.inference_fn
         # Resource handles of the model's variables: they live as long as the loaded model does.
         self.captures = list(function.captured_inputs)
         self.input_aliases = tuple(input_aliases)
         self.output_aliases = tuple(output_aliases)
+        self.in_graph = None  # the signature's `InGraphPredict`, when the servable builds one
 
     @classmethod
     def of(cls, function):
@@ -312,9 +356,19 @@ class FlatCall:
 
     def __call__(self, tensors_in):
         """`{output alias: tf.Tensor}` for `{input alias: tf.Tensor}` (every alias, dtypes as the signature's)."""
-        flat = self._graph_function.call_flat(*[tensors_in[alias] for alias in self.input_aliases],
+        flat = self.graph_function.call_flat(*[tensors_in[alias] for alias in self.input_aliases],
                                               *self.captures)
         return dict(zip(self.output_aliases, flat))
+
+
+def _in_graph_predict(flat, input_specs):
+    """The signature's `InGraphPredict`, or None (logged) when it cannot be built: the Python path serves it."""
+    try:
+        return InGraphPredict(flat, input_specs)
+    except (ValueError, TypeError, tf.errors.OpError) as error:
+        log.info("The signature with inputs %s is answered in Python only: %s", ", ".join(flat.input_aliases),
+                 _first_line(error))
+        return None
 
 
 def generated_input(spec):

@@ -117,6 +117,11 @@ def build_parser():
              "code) runs on the served version's graph functions with its own variables, a load of "
              "milliseconds; false loads every version in full (default true)",
     )
+    parser.add_argument(
+        "--grpc_predict_in_graph", type=_boolean, default=True, metavar="{true,false}",
+        help="without batching, answer a gRPC Predict in one graph call that reads the request's tensors and "
+             "writes the response's, as TF Serving's C++ does; false converts them in Python (default true)",
+    )
     parser.add_argument("--verbose", action="store_true", help="log every REST request")
     return parser
 
@@ -210,6 +215,8 @@ class ModelServer:
         rest_api_port: REST port, 0 for none (-1 picks a free one; see `.rest_port`).
         host: address to bind.
         poll_seconds, batching, max_request_bytes, max_threads, reuse_functions: as the flags.
+        grpc_predict_in_graph: without batching, answer gRPC Predicts in one
+            graph call (`in_graph`); False converts tensors in Python.
         grpc_asyncio: serve gRPC on its asyncio server (`grpc_aio`), where a
             Predict awaits its batch on the event loop; None (the default)
             does so exactly when batching is on (and gRPC is not native).
@@ -234,12 +241,16 @@ class ModelServer:
 
     def __init__(self, configs, port=8500, rest_api_port=0, host="127.0.0.1", poll_seconds=1.0,
                  batching=None, max_request_bytes=64 << 20, max_threads=32, rest_options=None, metrics_path=None,
-                 reuse_functions=True, grpc_asyncio=None, event_loop="auto", grpc_native=False):
+                 reuse_functions=True, grpc_asyncio=None, event_loop="auto", grpc_native=False,
+                 grpc_predict_in_graph=True):
         if metrics_path and not rest_api_port:
             raise ValueError("Prometheus metrics are served on the REST port: give --rest_api_port too")
         self.event_loop = resolve_event_loop(event_loop)  # an unknown kind or uvloop missing: an error, now
         self.host = host
-        self.manager = ModelManager(configs, poll_seconds, reuse_functions=reuse_functions)
+        # Batching merges requests in Python: the in-graph Predict would only cost each load its tracing.
+        in_graph = bool(grpc_predict_in_graph) and batching is None
+        self.manager = ModelManager(configs, poll_seconds, reuse_functions=reuse_functions,
+                                    predict_in_graph=in_graph)
         self.core = ServingCore(self.manager, batching)
         self.core.metrics = ServingMetrics() if metrics_path else None
         self.health = health.HealthServicer()
@@ -257,13 +268,13 @@ class ModelServer:
             else bool(grpc_asyncio)
         if self.grpc_native:
             self._grpc = NativeGrpcServer(max_threads, max_request_bytes)
-            server, prediction = self._grpc, PredictionService(self.core)
+            server, prediction = self._grpc, PredictionService(self.core, in_graph)
         elif self.grpc_asyncio:
             self._grpc = AsyncGrpcServer(options, max_threads, self.event_loop)
             server, prediction = self._grpc.server, AsyncPredictionService(self.core, self._grpc.executor)
         else:
             self._grpc = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=max_threads), options=options)
-            server, prediction = self._grpc, PredictionService(self.core)
+            server, prediction = self._grpc, PredictionService(self.core, in_graph)
         prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(prediction, server)
         model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(self.core), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
@@ -413,6 +424,7 @@ def main(argv=None):
         max_request_bytes=args.max_request_bytes, max_threads=args.grpc_max_threads,
         rest_options=rest_options, metrics_path=metrics_path, reuse_functions=args.reuse_graph_functions,
         grpc_asyncio=args.grpc_asyncio, event_loop=args.event_loop, grpc_native=args.grpc_native,
+        grpc_predict_in_graph=args.grpc_predict_in_graph,
     )
     freeze_startup_heap()
     server.start()

@@ -15,9 +15,11 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from google.protobuf import message
-from tensorflow.core.framework import function_pb2, node_def_pb2, op_def_pb2
+from tensorflow.core.framework import function_pb2, node_def_pb2, op_def_pb2, tensor_pb2
 from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
+from tensorflow_serving.apis import predict_pb2
 
 from keras_relmem.serving import reuse, saved_model_file
 from keras_relmem.serving.manager import ModelManager
@@ -84,6 +86,20 @@ def test_a_retrained_version_runs_on_the_served_functions_with_its_own_weights(v
     check(second, 2)
     check(first, 1)  # the served version still answers with its own weights
     assert second.warm_up() == 1
+
+
+def test_a_retrained_version_answers_in_graph_with_its_own_weights(versions):
+    first = Servable("m", 1, versions / "1")
+    second = Servable("m", 2, versions / "2", donors=[first], load_in_full=False)
+    request = predict_pb2.PredictRequest()
+    request.inputs["word"].CopyFrom(tf.make_tensor_proto(WORDS))
+    for servable, version in ((second, 2), (first, 1)):
+        got = servable.predict_in_graph("serving_default", request)
+        assert got is not None
+        ids, score, _ = expected(version)
+        np.testing.assert_array_equal(tf.make_ndarray(tensor_pb2.TensorProto.FromString(got["id"])), ids)
+        np.testing.assert_allclose(tf.make_ndarray(tensor_pb2.TensorProto.FromString(got["score"])), score,
+                                   rtol=1e-6)
 
 
 @pytest.mark.parametrize("version, why", [(3, "asset vocab.txt differs"), (4, "graph functions")])
