@@ -25,7 +25,13 @@ import threading
 import grpc
 
 from keras_relmem.serving.event_loops import new_event_loop
-from keras_relmem.serving.grpc_api import PredictionService, _guarded, predict_inputs, predict_response
+from keras_relmem.serving.grpc_api import (
+    PredictionService,
+    _guarded,
+    predict_in_graph,
+    predict_inputs,
+    predict_response,
+)
 
 
 class AsyncPredictionService(PredictionService):
@@ -44,16 +50,20 @@ class AsyncPredictionService(PredictionService):
     ```
     """
 
-    def __init__(self, core, executor):
-        super().__init__(core)
+    def __init__(self, core, executor, in_graph=True):
+        super().__init__(core, in_graph)
         self._executor = executor
 
     @_guarded("predict")
     async def Predict(self, request, context, record):
+        loop = asyncio.get_running_loop()
+        if self.in_graph and not self.core.batching:
+            response = await loop.run_in_executor(self._executor, predict_in_graph, self.core, request, record)
+            if response is not None:
+                return response
         servable, key, inputs = predict_inputs(self.core, request, record)
         output_filter = tuple(request.output_filter)
         servable.check_outputs(key, output_filter)
-        loop = asyncio.get_running_loop()
         key, checked, future = self.core.batch_future(servable, key, inputs, loop=loop)
         if future is None:
             outputs = await loop.run_in_executor(self._executor, servable.call, key, checked, output_filter)

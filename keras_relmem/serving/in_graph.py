@@ -1,4 +1,4 @@
-"""A gRPC Predict answered in one graph call: the request's bytes in, the outputs' `TensorProto`s out.
+"""A gRPC Predict answered in one graph call: the inputs' `TensorProto` bytes in, the outputs' bytes out.
 
 Around a batch-1 model call, the Python path (`tensors.to_array`, checks,
 `tf.constant` per input, `.numpy()` per output, `tensors.fill_proto`) takes
@@ -7,10 +7,10 @@ caches cold for whatever Python runs next. TF Serving's C++ server reads a
 request's tensors with `Tensor::FromProto` and writes outputs with
 `Tensor::AsProtoTensorContent`; `tf.io.parse_tensor` and
 `tf.io.serialize_tensor` are those two functions as ops. So a signature's
-Predict becomes one graph function: `tf.io.decode_proto` takes the
-`PredictRequest`'s input map apart, `parse_tensor` reads each input, the
-signature's own graph function runs, and `serialize_tensor` writes each output.
-Python is left with one string tensor in and one out.
+Predict becomes one graph function: `parse_tensor` reads each input's
+serialized proto, the signature's own graph function runs, and
+`serialize_tensor` writes each output. Python is left with one string
+tensor in and one out.
 
 Python still decides whether a request may take this path (`InGraphPredict.accepts`):
 names, dtype and shape checks on the protos (microseconds, no conversion), so a
@@ -23,37 +23,14 @@ Example:
 flat = FlatCall.of(tf.saved_model.load(path).signatures["answer"])
 in_graph = InGraphPredict(flat, input_specs)
 if in_graph.accepts(request):
-    outputs = in_graph(request.SerializeToString(), flat.captures)  # {alias: serialized TensorProto}
+    outputs = in_graph(request, flat.captures)  # {alias: serialized TensorProto}
 ```
 """
 
-import functools
 import math
 
 import numpy as np
 import tensorflow as tf
-from google.protobuf import descriptor_pb2
-from tensorflow_serving.apis import predict_pb2
-
-_REQUEST = "tensorflow.serving.PredictRequest"
-_INPUTS_ENTRY = _REQUEST + ".InputsEntry"
-
-
-@functools.cache
-def _descriptor_source():
-    """`predict.proto` with every file it imports, as `tf.io.decode_proto` takes a descriptor set inline."""
-    files, seen = descriptor_pb2.FileDescriptorSet(), set()
-
-    def add(file):
-        if file.name in seen:
-            return
-        seen.add(file.name)
-        for dependency in file.dependencies:
-            add(dependency)
-        file.CopyToProto(files.file.add())
-
-    add(predict_pb2.PredictRequest.DESCRIPTOR.file)
-    return b"bytes://" + files.SerializeToString()
 
 
 class InGraphPredict:
@@ -73,7 +50,7 @@ class InGraphPredict:
 
     ```python
     in_graph = InGraphPredict(flat, servable.input_specs["answer"])
-    in_graph(request.SerializeToString(), flat.captures)["top_answers"]   # bytes of a TensorProto
+    in_graph(request, flat.captures)["top_answers"]   # bytes of a TensorProto
     ```
     """
 
@@ -89,23 +66,15 @@ class InGraphPredict:
             for alias, spec in zip(self.input_aliases, specs)
         }
         graph_function, captures = flat_call.graph_function, list(flat_call.captures)
-        source = _descriptor_source()
 
-        def predict(request):
-            _, (entries,) = tf.io.decode_proto(request, _REQUEST, ["inputs"], [tf.string],
-                                               descriptor_source=source)
-            _, (keys, values) = tf.io.decode_proto(entries, _INPUTS_ENTRY, ["key", "value"],
-                                                   [tf.string, tf.string], descriptor_source=source)
-            keys, values = tf.reshape(keys, [-1]), tf.reshape(values, [-1])
-            inputs = []
-            for alias, spec in zip(self.input_aliases, specs):
-                # `accepts` made sure each alias is there (once: a parsed and re-serialized map has no repeats).
-                where = tf.where(tf.equal(keys, alias))[0, 0]
-                inputs.append(tf.ensure_shape(tf.io.parse_tensor(values[where], spec.dtype), spec.shape))
+        def predict(protos):
+            inputs = [tf.ensure_shape(tf.io.parse_tensor(proto, spec.dtype), spec.shape)
+                      for proto, spec in zip(tf.unstack(protos, num=len(specs)), specs)]
             outputs = graph_function.call_flat(*inputs, *captures)
             return tf.stack([tf.io.serialize_tensor(output) for output in outputs])
 
-        concrete = tf.function(predict, input_signature=[tf.TensorSpec([], tf.string)]).get_concrete_function()
+        concrete = tf.function(predict, input_signature=[tf.TensorSpec([len(specs)], tf.string)]) \
+            .get_concrete_function()
         self._function = concrete.inference_fn
         # The traced function takes the signature's captures as its own: a version that runs on these graph
         # functions with its own variables (`reuse`) passes its captures in the same places.
@@ -143,16 +112,16 @@ class InGraphPredict:
                 return False
         return True
 
-    def __call__(self, serialized_request, captures):
+    def __call__(self, request, captures):
         """`{output alias: serialized TensorProto}` of one request.
 
         Args:
-            serialized_request: the bytes of a `PredictRequest` that `accepts` took.
+            request: a `PredictRequest` that `accepts` took.
             captures: the captures of the version answering (its `FlatCall.captures`).
 
         Raises:
             tf.errors.OpError: when the model refuses the inputs.
         """
-        (protos,) = self._function.call_flat(tf.constant(serialized_request),
-                                             *[captures[i] for i in self._capture_positions])
+        inputs = tf.constant([request.inputs[alias].SerializeToString() for alias in self.input_aliases], tf.string)
+        (protos,) = self._function.call_flat(inputs, *[captures[i] for i in self._capture_positions])
         return dict(zip(self.output_aliases, protos.numpy().tolist()))

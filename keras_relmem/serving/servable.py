@@ -230,7 +230,7 @@ class Servable:
             for alias, spec in self.input_specs[key].items():
                 tensors.fill_proto(request.inputs[alias], generated_input(spec))
             try:
-                flat.in_graph(request.SerializeToString(), flat.captures)
+                flat.in_graph(request, flat.captures)
             except tf.errors.OpError as error:
                 log.info("warm-up of %s version %d: signature %s's in-graph Predict refused generated inputs (%s)",
                          self.name, self.version, key, _first_line(error))
@@ -273,7 +273,7 @@ class Servable:
         if in_graph is None or not in_graph.accepts(request):
             return None
         try:
-            outputs = in_graph(request.SerializeToString(), flat.captures)
+            outputs = in_graph(request, flat.captures)
         except tf.errors.OpError:
             return None
         return {alias: outputs[alias] for alias in output_filter} if output_filter else outputs

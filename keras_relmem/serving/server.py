@@ -271,7 +271,7 @@ class ModelServer:
             server, prediction = self._grpc, PredictionService(self.core, in_graph)
         elif self.grpc_asyncio:
             self._grpc = AsyncGrpcServer(options, max_threads, self.event_loop)
-            server, prediction = self._grpc.server, AsyncPredictionService(self.core, self._grpc.executor)
+            server, prediction = self._grpc.server, AsyncPredictionService(self.core, self._grpc.executor, in_graph)
         else:
             self._grpc = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=max_threads), options=options)
             server, prediction = self._grpc, PredictionService(self.core, in_graph)

@@ -13,6 +13,7 @@ from tensorflow.core.framework import tensor_pb2
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from keras_relmem.serving import tensors
+from keras_relmem.serving.grpc_native import available as native_grpc_available
 from keras_relmem.serving.servable import Servable
 from keras_relmem.serving.server import ModelServer, build_parser
 from tests.serving.conftest import batch_rows, configs_for, needs_data
@@ -141,9 +142,11 @@ def test_requests_it_declines_are_answered_or_refused_as_without_it(mixed_base, 
 
 def test_the_server_answers_in_graph_unless_told_not_to_or_batching(mixed_base):
     inputs = {"a": A, "b": B, "s": S}
-    for options, python_calls in [({}, []), ({"grpc_predict_in_graph": False}, [2]),
-                                  ({"batching": {"max_batch_size": 4, "batch_timeout_micros": 1000},
-                                    "grpc_asyncio": False}, [2])]:
+    settings = [({}, []), ({"grpc_asyncio": True}, []), ({"grpc_predict_in_graph": False}, [2]),
+                ({"batching": {"max_batch_size": 4, "batch_timeout_micros": 1000}, "grpc_asyncio": False}, [2])]
+    if native_grpc_available():
+        settings.append(({"grpc_native": True}, []))
+    for options, python_calls in settings:
         server = ModelServer(configs_for(mixed_base, ["mixed"]), port=0, rest_api_port=0, poll_seconds=0,
                              **options).start()
         try:
