@@ -190,6 +190,15 @@ def test_serving_floors_rotates_the_paths_and_sums_up_what_the_bounds_leave():
     assert rest["budget_ms"] == pytest.approx(0.4) and rest["cheapest_call_share_of_budget"] == pytest.approx(0.25)
     text = serving_floors.markdown({"summary": summary})
     assert "| gRPC | 0.200 | 1.500 | 1.50x | 1.3x | 0.300 | 67% | 0.300 |" in text
+    assert "grpc_python" not in summary and "converted in Python" not in text
+    # The server converting tensors in Python (the path before the in-graph Predict) gets a row of its own.
+    for r, python in zip(rounds, (1.6, 1.3, 1.7)):
+        r["grpc_python_predict"] = python
+    summary = serving_floors.summarize(rounds)
+    assert summary["grpc_python"]["predict_over_in_process"] == 1.6
+    assert summary["grpc_python"]["rounds_within_bound"] == 0  # 1.6x, 1.625x, 1.417x
+    text = serving_floors.markdown({"summary": summary})
+    assert "| gRPC, tensors converted in Python | 0.200 | 1.600 | 1.60x |" in text
 
 
 def test_serving_floors_resumes_and_only_sums_up_a_finished_file(tmp_path):
