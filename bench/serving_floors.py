@@ -31,6 +31,9 @@ the share of it the API's cheapest call already takes.
     KERAS_RELMEM_DATA=../shared/data python -m bench.serving_floors --rounds 10 \\
         --out bench/results/serving_floors.json
 
+`--server-flag=F` gives every server of the run a flag more (as
+`bench.serving_latency`'s), e.g. `--server-flag=--tensorflow_inter_op_parallelism=1`.
+
 Needs Debian's `nghttp2-client` and `wrk` (`bench.native_load`).
 """
 
@@ -41,7 +44,7 @@ import pathlib
 import statistics
 import tempfile
 
-from bench import native_load
+from bench import native_load, serving_latency
 from bench.serving import alternated_rounds, export_babi_entnet, rotated
 from bench.serving_latency import (
     QUESTION,
@@ -141,11 +144,22 @@ def markdown(result):
 
 
 def run(args):
+    serving_latency._RUN_FLAGS[:] = args.server_flags  # what `running_server` adds to every server's flags
+    try:
+        return _run(args)
+    finally:
+        serving_latency._RUN_FLAGS.clear()
+
+
+def _run(args):
     import tensorflow as tf
 
     out = pathlib.Path(args.out)
     result = json.loads(out.read_text()) if out.exists() else {"rounds": []}
-    result["arguments"] = {"rounds": args.rounds, "wrk_seconds": args.wrk_seconds}
+    if result["rounds"] and result.get("arguments", {}).get("server_flags", []) != args.server_flags:
+        raise SystemExit(f"{out} has rounds with the server flags {result['arguments'].get('server_flags', [])}: "
+                         f"give those, or another --out")
+    result["arguments"] = {"rounds": args.rounds, "wrk_seconds": args.wrk_seconds, "server_flags": args.server_flags}
     if len(result["rounds"]) >= args.rounds:  # every round is there: only the summary is made again
         result["summary"] = summarize(result["rounds"])
         out.write_text(json.dumps(result, indent=1))
@@ -198,6 +212,8 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--wrk-seconds", type=int, default=2, help="seconds of each wrk measurement")
     parser.add_argument("--out", default="bench/results/serving_floors.json")
+    parser.add_argument("--server-flag", action="append", default=[], dest="server_flags",
+                        help="a flag for every server of the run, e.g. --server-flag=--grpc_max_threads=8")
     if not native_load.available():
         parser.error("needs Debian's nghttp2-client (h2load) and wrk")
     return run(parser.parse_args(argv))

@@ -210,9 +210,14 @@ def test_serving_floors_resumes_and_only_sums_up_a_finished_file(tmp_path):
     rounds = [dict.fromkeys(serving_floors.PATHS, 1.0) for _ in range(2)]
     out.write_text(json.dumps({"rounds": rounds}))
     # Both rounds are on disk: no model, no server, the summary written from them.
-    assert serving_floors.run(argparse.Namespace(rounds=2, wrk_seconds=1, out=str(out))) == 0
+    assert serving_floors.run(argparse.Namespace(rounds=2, wrk_seconds=1, out=str(out), server_flags=[])) == 0
     result = json.loads(out.read_text())
     assert result["summary"]["rounds"] == 2 and result["rounds"] == rounds
+    # Rounds made with other server flags are not mixed with these.
+    with pytest.raises(SystemExit, match="has rounds with the server flags"):
+        serving_floors.run(argparse.Namespace(rounds=3, wrk_seconds=1, out=str(out),
+                                              server_flags=["--tensorflow_inter_op_parallelism=1"]))
+    assert serving_latency._RUN_FLAGS == []
 
 
 def test_the_handed_off_rest_server_is_measured_beside_the_default():
