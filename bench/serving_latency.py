@@ -54,6 +54,8 @@ from keras_relmem.testing import soak
 STORY = ["Mary went to the kitchen.", "John moved to the garden.", "Mary travelled to the office.",
          "Sandra journeyed to the hallway.", "John went back to the bedroom."]
 QUESTION = "Where is Mary?"
+# `tensorflow_default` passes no thread flag: the server's own default (TensorFlow's choice, but an inter-op pool a
+# core smaller since `server.default_inter_op_threads`; the name is the one earlier results were recorded under).
 THREADS = {"tensorflow_default": [], "one_thread_each": ["--tensorflow_intra_op_parallelism", "1",
                                                          "--tensorflow_inter_op_parallelism", "1"]}
 

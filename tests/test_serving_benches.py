@@ -507,3 +507,33 @@ def test_the_event_loop_rounds_rotate_the_servers_and_sum_up_per_api():
     text = loops.markdown({"arguments": {"threads": "one_thread_each", "seconds": 6.0}, "rounds": rounds,
                            "summary": summary})
     assert "| grpc | 1000 | 2500 (9.0) | 2000 (11.0) | 2.50x | 2.00x | 1.25x (1.00-1.30) |" in text
+
+
+def test_serving_threads_sums_up_both_pools_per_round():
+    from bench import serving_threads
+
+    def round_(seq_tf, seq_default, rps_tf, rps_default):
+        load = {name: {"rps": (rps_default if name.endswith("server_default") else rps_tf), "p99_ms": 10.0}
+                for name in serving_threads.SERVERS}
+        return {"sequential_p50_ms": {"in_process": 1.0, "unbatched_tensorflow_pool": seq_tf,
+                                      "unbatched_server_default": seq_default}, "load": load}
+
+    rounds = [round_(1.4, 1.2, 800, 880), round_(1.3, 1.25, 820, 800), round_(1.5, 1.35, 700, 770)]
+    summary = serving_threads.summarize(rounds)
+    assert summary["sequential_p50_ms"]["unbatched_server_default"] == 1.25
+    assert summary["sequential_over_in_process"]["unbatched_tensorflow_pool"] == 1.4
+    assert summary["rounds_within_1_3x"] == {"unbatched_tensorflow_pool": 1, "unbatched_server_default": 2}
+    ratio = summary["unbatched_rps_server_default_over_tensorflow_pool"]
+    assert ratio["median"] == pytest.approx(1.1) and ratio["min"] == pytest.approx(800 / 820)
+    text = serving_threads.markdown({"summary": summary, "arguments": {"cores": 2, "server_default_threads": 1,
+                                                                      "clients": 32}})
+    assert "server's default 1.250 (1.25x)" in text and "| batched server default | 800 | 10.0 |" in text
+
+
+def test_the_server_default_inter_op_pool_is_a_core_smaller(monkeypatch):
+    from keras_relmem.serving import server
+
+    monkeypatch.setattr(server.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert server.default_inter_op_threads() == 3
+    monkeypatch.setattr(server.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert server.default_inter_op_threads() == 1
