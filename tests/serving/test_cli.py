@@ -136,6 +136,15 @@ def test_flags_that_cannot_work_together(tmp_path):
         "max_batch_size": 8, "batch_timeout_micros": 100}
 
 
+@pytest.mark.parametrize("flag", ["reuse_graph_functions", "grpc_predict_in_graph"])
+def test_switches_that_default_to_on_take_true_or_false(flag):
+    parser = server_module.build_parser()
+    assert getattr(parser.parse_args([]), flag) is True
+    assert getattr(parser.parse_args([f"--{flag}=false"]), flag) is False
+    with pytest.raises(SystemExit):
+        parser.parse_args([f"--{flag}=maybe"])
+
+
 def test_tensorflow_thread_flags_and_the_frozen_start_up_heap():
     """`--tensorflow_*_op_parallelism` set TensorFlow's pools; the start-up objects leave the collector's sight.
 

@@ -15,7 +15,7 @@ from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 from keras_relmem.serving import tensors
 from keras_relmem.serving.grpc_native import available as native_grpc_available
 from keras_relmem.serving.servable import Servable
-from keras_relmem.serving.server import ModelServer, build_parser
+from keras_relmem.serving.server import ModelServer
 from tests.serving.conftest import batch_rows, configs_for, needs_data
 
 
@@ -161,14 +161,6 @@ def test_the_server_answers_in_graph_unless_told_not_to_or_batching(mixed_base):
             assert response.model_spec.signature_name == "serving_default"
         finally:
             server.stop(0)
-
-
-def test_the_server_flag_takes_true_or_false():
-    parser = build_parser()
-    assert parser.parse_args([]).grpc_predict_in_graph is True
-    assert parser.parse_args(["--grpc_predict_in_graph=false"]).grpc_predict_in_graph is False
-    with pytest.raises(SystemExit):
-        parser.parse_args(["--grpc_predict_in_graph=maybe"])
 
 
 @needs_data

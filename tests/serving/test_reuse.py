@@ -24,7 +24,6 @@ from tensorflow_serving.apis import predict_pb2
 from keras_relmem.serving import reuse, saved_model_file
 from keras_relmem.serving.manager import ModelManager
 from keras_relmem.serving.servable import Servable
-from keras_relmem.serving.server import build_parser
 from tests.serving.conftest import configs_for, needs_data
 from tests.serving.reuse_exporter import OFFSET
 
@@ -214,14 +213,6 @@ def test_a_full_load_rehearses_a_build_on_its_own_functions(versions, tmp_path, 
         assert manager.get("m").reused_version is None and manager.get("n").reused_version is None
         check(manager.get("m"), 1)
         check(manager.get("n"), 6)
-
-
-def test_the_server_flag_takes_true_or_false():
-    parser = build_parser()
-    assert parser.parse_args([]).reuse_graph_functions is True
-    assert parser.parse_args(["--reuse_graph_functions=false"]).reuse_graph_functions is False
-    with pytest.raises(SystemExit):
-        parser.parse_args(["--reuse_graph_functions=maybe"])
 
 
 @needs_data
