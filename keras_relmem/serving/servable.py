@@ -365,7 +365,7 @@ def _in_graph_predict(flat, input_specs):
     """The signature's `InGraphPredict`, or None (logged) when it cannot be built: the Python path serves it."""
     try:
         return InGraphPredict(flat, input_specs)
-    except (ValueError, TypeError, tf.errors.OpError) as error:
+    except Exception as error:  # an optimisation only: whatever tracing raises, the version still loads
         log.info("The signature with inputs %s is answered in Python only: %s", ", ".join(flat.input_aliases),
                  _first_line(error))
         return None
