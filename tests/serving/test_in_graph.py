@@ -181,3 +181,16 @@ def test_babi_and_lm_exports_answer_in_graph_as_in_python(exports):
         assert got is not None and sorted(got) == sorted(want)
         for alias, serialized in got.items():
             same_tensor(tensor_pb2.TensorProto.FromString(serialized), tf.make_tensor_proto(want[alias]))
+
+
+def test_a_signature_it_cannot_trace_is_answered_the_python_way(mixed_base, monkeypatch):
+    from keras_relmem.serving import servable as servable_module
+
+    def fails(*args):
+        raise RuntimeError("cannot trace this one")
+
+    monkeypatch.setattr(servable_module, "InGraphPredict", fails)
+    servable = Servable("mixed", 1, mixed_base / "mixed" / "1")
+    assert servable.predict_in_graph("serving_default", request_of({"a": A, "b": B, "s": S})) is None
+    got = servable.call("serving_default", servable.check_inputs("serving_default", {"a": A, "b": B, "s": S}))
+    np.testing.assert_allclose(got["total"], [5.5, 20.0])
