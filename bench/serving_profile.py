@@ -10,7 +10,9 @@ reports the p50 of:
 - the server's handler (gRPC `Predict`; REST: the whole aiohttp handler and
   the part on a worker thread);
 - `ServingCore.predict_on` (checks, then the model), `Servable.call` (tensors
-  in, the signature, arrays out) and the signature function alone;
+  in, the signature, arrays out), `Servable.predict_in_graph` (a gRPC
+  Predict answered in one graph call) and the graph function alone (the
+  signature's, or the in-graph Predict's, which holds it);
 - what is left: transport and client (round trip minus handler), and the
   handler outside the model (handler minus the signature function).
 
@@ -105,18 +107,38 @@ class Timers:
 
 
 def _time_signature(servable, timers):
-    """Time `servable`'s `answer` graph function alone (the call the server makes: flat when it can)."""
-    calls = servable._flat_calls if servable._flat_calls.get("answer") is not None else servable._functions
-    signature = calls["answer"]
+    """Time `servable`'s `answer` graph function alone (the call the server makes: flat when it can, and the
+    in-graph Predict's function, which holds the signature's, when a gRPC Predict is answered in graph)."""
+    flat = servable._flat_calls.get("answer")
+    if flat is None:  # called by keyword
+        signature = servable._functions["answer"]
 
-    def signature_alone(*args, **kwargs):
+        def signature_alone(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return signature(*args, **kwargs)
+            finally:
+                timers._add("signature_function", started)
+
+        servable._functions["answer"] = signature_alone
+        return
+    flat.graph_function = _TimedGraphFunction(flat.graph_function, timers)
+    if flat.in_graph is not None:
+        flat.in_graph._function = _TimedGraphFunction(flat.in_graph._function, timers)
+
+
+class _TimedGraphFunction:
+    """A graph function whose `call_flat` is timed as the `signature_function` stage."""
+
+    def __init__(self, function, timers):
+        self._function, self._timers = function, timers
+
+    def call_flat(self, *args):
         started = time.perf_counter()
         try:
-            return signature(*args, **kwargs)
+            return self._function.call_flat(*args)
         finally:
-            timers._add("signature_function", started)
-
-    calls["answer"] = signature_alone
+            self._timers._add("signature_function", started)
 
 
 def run(args):
@@ -138,6 +160,7 @@ def run(args):
         timers.wrap(rest_api.RestServer, "_post", "handler_worker_thread")
         timers.wrap(core.ServingCore, "predict_on", "predict_on")
         timers.wrap(servable.Servable, "call", "servable_call")
+        timers.wrap(servable.Servable, "predict_in_graph", "servable_predict_in_graph")
         from tensorflow_serving.config import model_server_config_pb2
 
         configs = [model_server_config_pb2.ModelConfig(name="babi", base_path=str(base / "babi"),
@@ -155,6 +178,7 @@ def run(args):
             [sys.executable, "-c", CLIENT, str(server.port), str(server.rest_port), str(args.requests),
              str(native.port if native else 0)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
+        round_trips = None
         try:
             for line in client.stdout:
                 words = line.split(maxsplit=1)
@@ -172,6 +196,8 @@ def run(args):
             server.stop()
             if native:
                 native.stop()
+    if round_trips is None:
+        raise RuntimeError(f"the client process ended (exit code {client.returncode}) without its round trips")
     result = {"arguments": vars(args), "in_process_ms": in_process,
               "grpc_health_check_ms": round_trips["grpc_health_check"], "apis": {}}
     if "grpc_native_health_check" in round_trips:
@@ -188,7 +214,8 @@ def run(args):
 
 APIS = ("grpc", "rest", "grpc_native")
 NAMES = {"grpc": "gRPC", "rest": "REST", "grpc_native": "gRPC, native"}
-ORDER = ["round_trip", "handler", "handler_worker_thread", "predict_on", "servable_call", "signature_function",
+ORDER = ["round_trip", "handler", "handler_worker_thread", "predict_on", "servable_call", "servable_predict_in_graph",
+         "signature_function",
          "transport_and_client", "handler_outside_the_model"]
 
 

@@ -353,7 +353,13 @@ def configure_tensorflow(intra_op=0, inter_op=0):
             raise ValueError(f"--tensorflow_{name}_parallelism must be >= 0; got {value}")
     if intra_op:
         tf.config.threading.set_intra_op_parallelism_threads(intra_op)
-    tf.config.threading.set_inter_op_parallelism_threads(inter_op or default_inter_op_threads())
+    if inter_op:
+        tf.config.threading.set_inter_op_parallelism_threads(inter_op)
+        return
+    try:
+        tf.config.threading.set_inter_op_parallelism_threads(default_inter_op_threads())
+    except RuntimeError:  # TensorFlow already runs in this process (a server started from Python): keep its pool
+        log.debug("TensorFlow's inter-op pool was made before the server started; it keeps its size")
 
 
 def default_inter_op_threads():

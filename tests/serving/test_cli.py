@@ -155,6 +155,8 @@ import gc
 import pytest
 import tensorflow as tf
 from keras_relmem.serving import server
+server.configure_tensorflow(0, 0)  # the defaults: TensorFlow's intra-op pool, an inter-op pool a core smaller
+assert tf.config.threading.get_inter_op_parallelism_threads() == server.default_inter_op_threads()
 args = server.build_parser().parse_args(["--tensorflow_intra_op_parallelism", "1",
                                          "--tensorflow_inter_op_parallelism", "2"])
 server.configure_tensorflow(args.tensorflow_intra_op_parallelism, args.tensorflow_inter_op_parallelism)
