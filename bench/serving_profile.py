@@ -226,7 +226,7 @@ def markdown(result):
     lines = [f"- in-process signature call p50 {result['in_process_ms']:.3f} ms; a gRPC health check's round "
              f"trip {result['grpc_health_check_ms']:.3f} ms{native}", "",
              "| stage (p50 ms) | " + " | ".join(NAMES[api] for api in apis) + " |", "|---" * (len(apis) + 1) + "|"]
-    for stage in ORDER:
+    for stage in [stage for stage in ORDER if any(stage in result["apis"][api] for api in apis)]:
         cells = [f"{result['apis'][api][stage]:.3f}" if stage in result["apis"][api] else "" for api in apis]
         lines.append(f"| {stage.replace('_', ' ')} | " + " | ".join(cells) + " |")
     lines.append("| round trip / in-process | "
