@@ -44,7 +44,7 @@ import pathlib
 import statistics
 import tempfile
 
-from bench import native_load, serving_latency
+from bench import native_load
 from bench.serving import alternated_rounds, export_babi_entnet, rotated
 from bench.serving_latency import (
     QUESTION,
@@ -53,6 +53,7 @@ from bench.serving_latency import (
     grpc_message,
     h2load_p50,
     rest_body,
+    run_flags,
     running_server,
     sequential_p50,
     server_flags,
@@ -144,11 +145,8 @@ def markdown(result):
 
 
 def run(args):
-    serving_latency._RUN_FLAGS[:] = args.server_flags  # what `running_server` adds to every server's flags
-    try:
+    with run_flags(args.server_flags):
         return _run(args)
-    finally:
-        serving_latency._RUN_FLAGS.clear()
 
 
 def _run(args):
@@ -171,15 +169,13 @@ def _run(args):
         answer = tf.saved_model.load(str(base / "babi" / "1")).signatures["answer"]
         story, question = tf.constant([STORY]), tf.constant([QUESTION])
         with contextlib.ExitStack() as servers:
-            ports = servers.enter_context(running_server(_with_rest(server_flags(base, False, "tensorflow_default"))))
-            native_ports = (servers.enter_context(running_server(
-                server_flags(base, False, "tensorflow_default") + ["--grpc_native=true"]))
-                if native_grpc_available() else None)
-            python_ports = servers.enter_context(running_server(
-                server_flags(base, False, "tensorflow_default") + PYTHON_CONVERSION))
+            unbatched = server_flags(base, False, "tensorflow_default")
+            ports = servers.enter_context(running_server(_with_rest(unbatched)))
+            native_ports = (servers.enter_context(running_server(unbatched + ["--grpc_native=true"]))
+                            if native_grpc_available() else None)
+            python_ports = servers.enter_context(running_server(unbatched + PYTHON_CONVERSION))
             native_python_ports = (servers.enter_context(running_server(
-                server_flags(base, False, "tensorflow_default") + ["--grpc_native=true"] + PYTHON_CONVERSION))
-                if native_ports else None)
+                unbatched + ["--grpc_native=true"] + PYTHON_CONVERSION)) if native_ports else None)
             measures = {
                 "in_process": lambda: sequential_p50(lambda: answer(story=story, question=question)),
                 "grpc_health": lambda: h2load_p50(ports["grpc"], health_message(), path=HEALTH),

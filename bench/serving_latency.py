@@ -204,11 +204,8 @@ def client_rows(table, others=()):
 
 
 def run(args):
-    _RUN_FLAGS[:] = args.server_flags
-    try:
+    with run_flags(args.server_flags):
         return _run(args)
-    finally:
-        _RUN_FLAGS.clear()
 
 
 def _run(args):
@@ -367,8 +364,18 @@ def sequential_servers(base):
             yield ports, handing_off
 
 
-# Flags every server of a run gets (`--server-flag`), set by `run` for its duration.
+# Flags every server of a run gets (`--server-flag`), set by `run_flags` for the run's duration.
 _RUN_FLAGS = []
+
+
+@contextlib.contextmanager
+def run_flags(flags):
+    """Give every server `running_server` starts while the block runs `flags` more (a bench's `--server-flag`s)."""
+    _RUN_FLAGS[:] = flags
+    try:
+        yield
+    finally:
+        _RUN_FLAGS.clear()
 
 
 @contextlib.contextmanager

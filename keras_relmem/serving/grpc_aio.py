@@ -57,7 +57,7 @@ class AsyncPredictionService(PredictionService):
     @_guarded("predict")
     async def Predict(self, request, context, record):
         loop = asyncio.get_running_loop()
-        if self.in_graph and not self.core.batching:
+        if self.in_graph:
             response = await loop.run_in_executor(self._executor, predict_in_graph, self.core, request, record)
             if response is not None:
                 return response

@@ -149,9 +149,9 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
     Args:
         core: the `ServingCore`.
-        in_graph: answer an unbatched Predict in one graph call where the
-            servable can (`Servable.predict_in_graph`); False always takes
-            the Python path, as before.
+        in_graph: answer a Predict in one graph call where the servable
+            can (`Servable.predict_in_graph`), when the core does not batch;
+            False always takes the Python path, as before.
 
     Example:
 
@@ -162,11 +162,11 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
     def __init__(self, core, in_graph=True):
         self.core = core
-        self.in_graph = in_graph
+        self.in_graph = bool(in_graph) and not core.batching  # a batch merges requests in Python
 
     @_guarded("predict")
     def Predict(self, request, context, record):
-        if self.in_graph and not self.core.batching:
+        if self.in_graph:
             response = predict_in_graph(self.core, request, record)
             if response is not None:
                 return response
