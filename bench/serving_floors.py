@@ -10,7 +10,9 @@ part), with the native clients, one connection each:
 
 - `in_process`: the `answer` signature called in this process (the floor);
 - `grpc_health`: a gRPC health check (`grpc.health.v1.Health/Check`, the
-  cheapest method the gRPC port answers; h2load);
+  cheapest method the gRPC port answers; h2load) on grpc's Python server
+  (`--grpc_native=false`: the default is the native front end where it is
+  installed);
 - `rest_status`: `GET /v1/models/babi`, the model's status (wrk);
 - `grpc_predict` and `rest_predict`: the batch-1 `answer` request
   (h2load, wrk), as in `bench.serving_latency`;
@@ -70,8 +72,8 @@ BOUNDS = {"grpc": 1.3, "rest": 1.4, "grpc_native": 1.3, "grpc_python": 1.3, "grp
 # Each API's row: its name, the cheapest call's path.
 APIS = (("grpc", "grpc_health"), ("rest", "rest_status"), ("grpc_native", "grpc_native_health"),
         ("grpc_python", "grpc_health"), ("grpc_native_python", "grpc_native_health"))
-NAMES = {"grpc": "gRPC", "rest": "REST", "grpc_native": "gRPC, native front end",
-         "grpc_python": "gRPC, tensors converted in Python",
+NAMES = {"grpc": "gRPC, Python server", "rest": "REST", "grpc_native": "gRPC, native front end",
+         "grpc_python": "gRPC, Python server, tensors converted in Python",
          "grpc_native_python": "gRPC, native front end, tensors converted in Python"}
 # The server flag of the Python conversion of a Predict's tensors, the path before the in-graph Predict.
 PYTHON_CONVERSION = ["--grpc_predict_in_graph=false"]
@@ -170,12 +172,15 @@ def _run(args):
         story, question = tf.constant([STORY]), tf.constant([QUESTION])
         with contextlib.ExitStack() as servers:
             unbatched = server_flags(base, False, "tensorflow_default")
-            ports = servers.enter_context(running_server(_with_rest(unbatched)))
-            native_ports = (servers.enter_context(running_server(unbatched + ["--grpc_native=true"]))
+            # The rows "grpc" and "grpc_python" are grpc's Python server, named, since the default is the
+            # native front end where it is installed.
+            python_grpc, native_grpc = unbatched + ["--grpc_native=false"], unbatched + ["--grpc_native=true"]
+            ports = servers.enter_context(running_server(_with_rest(python_grpc)))
+            native_ports = (servers.enter_context(running_server(native_grpc))
                             if native_grpc_available() else None)
-            python_ports = servers.enter_context(running_server(unbatched + PYTHON_CONVERSION))
-            native_python_ports = (servers.enter_context(running_server(
-                unbatched + ["--grpc_native=true"] + PYTHON_CONVERSION)) if native_ports else None)
+            python_ports = servers.enter_context(running_server(python_grpc + PYTHON_CONVERSION))
+            native_python_ports = (servers.enter_context(running_server(native_grpc + PYTHON_CONVERSION))
+                                   if native_ports else None)
             measures = {
                 "in_process": lambda: sequential_p50(lambda: answer(story=story, question=question)),
                 "grpc_health": lambda: h2load_p50(ports["grpc"], health_message(), path=HEALTH),

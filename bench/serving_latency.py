@@ -22,9 +22,13 @@ starts `serving/server.py` in its own process, and measures, in one run:
    (`--grpc_asyncio=false`) and on asyncio's own event loop
    (`--event_loop=asyncio`).
 
+Every server runs with the server's defaults, so gRPC is on the native
+front end where its package is installed (unbatched) and on the asyncio
+server with batching; `grpc_servers` in the results says which.
 `--server-flag` gives every server of the run a flag more: with
 `--server-flag=--grpc_native=true` the whole run is on the native gRPC front
-end (sequential, unbatched and batched alike).
+end (sequential, unbatched and batched alike), with
+`--server-flag=--grpc_native=false` on grpc's Python servers.
 
 Prints a table and writes `bench/results/serving_latency.json`:
 
@@ -154,6 +158,16 @@ def rest_call(port):
     return call
 
 
+def grpc_servers(flags):
+    """The gRPC server (`server.grpc_server_kind`) this checkout's servers run, unbatched and batched, given the
+    run's extra `flags`: resolved here, where the same packages are installed as in the servers' processes."""
+    from keras_relmem.serving.server import build_parser, grpc_server_kind
+
+    parsed = build_parser().parse_args(["--model_base_path", ".", *flags])
+    return {label: grpc_server_kind(parsed.grpc_native, parsed.grpc_asyncio, batching)
+            for label, batching in (("unbatched", False), ("batched", True))}
+
+
 def server_flags(base, batching, threads, num_batch_threads=1):
     flags = ["--model_name", "babi", "--model_base_path", str(base / "babi"), *THREADS[threads]]
     if batching:
@@ -211,7 +225,8 @@ def run(args):
 def _run(args):
     import tensorflow as tf
 
-    result = {"arguments": vars(args), "model": "bAbI EntNet, task 1 sizes, `answer` signature (text in)"}
+    result = {"arguments": vars(args), "model": "bAbI EntNet, task 1 sizes, `answer` signature (text in)",
+              "grpc_servers": grpc_servers(args.server_flags)}
     with tempfile.TemporaryDirectory() as tmp:
         base = pathlib.Path(tmp)
         export_babi_entnet(base)

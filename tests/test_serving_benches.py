@@ -55,6 +55,18 @@ def test_serving_latency_server_flags_reach_every_server_of_its_run_only(monkeyp
         serving_latency.main(["--server-flag=--grpc_native=true", "--baseline-script", "other/serving/server.py"])
 
 
+def test_serving_latency_records_which_grpc_server_its_servers_run(monkeypatch):
+    from keras_relmem.serving import server as server_module
+    from keras_relmem.serving.grpc_native import NOT_INSTALLED
+
+    monkeypatch.setattr(server_module, "native_grpc_unavailable", lambda: None)
+    assert serving_latency.grpc_servers([]) == {"unbatched": "native", "batched": "asyncio"}
+    assert serving_latency.grpc_servers(["--grpc_native=false"]) == {"unbatched": "synchronous", "batched": "asyncio"}
+    assert serving_latency.grpc_servers(["--grpc_native=true"]) == {"unbatched": "native", "batched": "native"}
+    monkeypatch.setattr(server_module, "native_grpc_unavailable", lambda: NOT_INSTALLED)
+    assert serving_latency.grpc_servers([]) == {"unbatched": "synchronous", "batched": "asyncio"}
+
+
 def test_serving_latency_measures_each_num_batch_threads_given(tmp_path):
     import argparse
 
@@ -189,7 +201,7 @@ def test_serving_floors_rotates_the_paths_and_sums_up_what_the_bounds_leave():
     assert (grpc["rounds_within_bound"], rest["rounds_within_bound"]) == (1, 3)
     assert rest["budget_ms"] == pytest.approx(0.4) and rest["cheapest_call_share_of_budget"] == pytest.approx(0.25)
     text = serving_floors.markdown({"summary": summary})
-    assert "| gRPC | 0.200 | 1.500 | 1.50x | 1.3x | 0.300 | 67% | 0.300 |" in text
+    assert "| gRPC, Python server | 0.200 | 1.500 | 1.50x | 1.3x | 0.300 | 67% | 0.300 |" in text
     assert "grpc_python" not in summary and "converted in Python" not in text
     # The server converting tensors in Python (the path before the in-graph Predict) gets a row of its own.
     for r, python in zip(rounds, (1.6, 1.3, 1.7)):
@@ -198,7 +210,7 @@ def test_serving_floors_rotates_the_paths_and_sums_up_what_the_bounds_leave():
     assert summary["grpc_python"]["predict_over_in_process"] == 1.6
     assert summary["grpc_python"]["rounds_within_bound"] == 0  # 1.6x, 1.625x, 1.417x
     text = serving_floors.markdown({"summary": summary})
-    assert "| gRPC, tensors converted in Python | 0.200 | 1.600 | 1.60x |" in text
+    assert "| gRPC, Python server, tensors converted in Python | 0.200 | 1.600 | 1.60x |" in text
 
 
 def test_serving_floors_resumes_and_only_sums_up_a_finished_file(tmp_path):

@@ -14,8 +14,13 @@ and health servicer the other servers run), the response's bytes out.
 It takes the servicers as `grpc.server` does (the generated
 `add_..._to_server` functions call `add_generic_rpc_handlers`), and has the
 methods `ModelServer` uses of a server: `add_insecure_port`, `start`, `stop`,
-`wait_for_termination`. Streaming methods (the health service's `Watch`)
-answer UNIMPLEMENTED; everything TF Serving's APIs have is unary.
+`wait_for_termination`. Everything TF Serving's APIs have is unary; methods
+that stream their responses (the health service's `Watch`) are served too, as
+grpc's own server serves them: a servicer marked `experimental_non_blocking`
+(the health servicer) answers through a callback and holds no thread while it
+waits, any other streams from its own thread, and a call's end (finished,
+cancelled by the client, or cut at shutdown) runs the callbacks its context
+was given. Methods that stream requests answer UNIMPLEMENTED.
 
 Example:
 
@@ -41,17 +46,40 @@ _INVALID_ARGUMENT = grpc.StatusCode.INVALID_ARGUMENT.value[0]
 _UNKNOWN = grpc.StatusCode.UNKNOWN.value[0]
 _INTERNAL = grpc.StatusCode.INTERNAL.value[0]
 # What a server asked for the native front end says where it is not installed.
-NOT_INSTALLED = ("--grpc_native needs the keras-relmem-native package, built against the system's gRPC C++ library: "
-                 "see 'A native gRPC front end' in docs/serving.md")
+NOT_INSTALLED = ("the native gRPC front end needs the keras-relmem-native package, built against the system's "
+                 "gRPC C++ library: see 'A native gRPC front end' in docs/serving.md")
+
+
+# The C++ side's protocol this module speaks (`_grpc_front_end.PROTOCOL`): 2 added streaming responses.
+PROTOCOL = 2
+OUTDATED = ("the keras-relmem-native package installed is older than this keras-relmem: rebuild it "
+            "(pip install ./native; see 'A native gRPC front end' in docs/serving.md)")
+
+
+def _front_end_module():
+    """The C++ module; ImportError when it is not built, RuntimeError when it is built from older sources."""
+    from keras_relmem_native import _grpc_front_end
+    if getattr(_grpc_front_end, "PROTOCOL", 1) != PROTOCOL:
+        raise RuntimeError(OUTDATED)
+    return _grpc_front_end
+
+
+def unavailable_reason():
+    """None when the native front end is installed and current; otherwise why not (`NOT_INSTALLED`,
+    `OUTDATED`)."""
+    try:
+        _front_end_module()
+    except ImportError:
+        return NOT_INSTALLED
+    except RuntimeError as error:
+        return str(error)
+    return None
 
 
 def available():
-    """Whether the native front end is installed (the `keras-relmem-native` package, built from `native/`)."""
-    try:
-        from keras_relmem_native import _grpc_front_end  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether the native front end is installed, and current (the `keras-relmem-native` package, built from
+    `native/`)."""
+    return unavailable_reason() is None
 
 
 class _Abort(Exception):
@@ -107,6 +135,33 @@ class _Context:
         return False
 
 
+class _StreamContext(_Context):
+    """A streaming call's context: active until the call is over, when the callbacks it was given run."""
+
+    def __init__(self):
+        super().__init__()
+        self._callbacks = []
+        self._over = False
+
+    def is_active(self):
+        return not self._over
+
+    def add_callback(self, callback):
+        if self._over:
+            return False
+        self._callbacks.append(callback)
+        return True
+
+    def end(self):
+        self._over = True
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception as error:  # one failing callback must not keep the others from running
+                log.error("a gRPC stream's callback failed: %s: %s", type(error).__name__, error)
+
+
 def _status(code):
     return code.value[0] if isinstance(code, grpc.StatusCode) else int(code)
 
@@ -127,10 +182,12 @@ class NativeGrpcServer:
 
     def __init__(self, max_threads, max_request_bytes):
         try:
-            from keras_relmem_native import _grpc_front_end
+            module = _front_end_module()
         except ImportError as error:
             raise RuntimeError(NOT_INSTALLED) from error
-        self._front_end_type = _grpc_front_end.FrontEnd
+        self._front_end_type = module.FrontEnd
+        self._stream_code = module.STREAM
+        self._streams = {}  # token -> (_StreamContext) of each open streaming call
         self._max_threads = max_threads
         self._max_request_bytes = max_request_bytes
         self._generic = []
@@ -154,7 +211,8 @@ class NativeGrpcServer:
         """
         if self._front_end is not None:
             raise ValueError("the native gRPC front end listens on one address")
-        self._front_end = self._front_end_type(self._answer, address, self._max_threads, self._max_request_bytes)
+        self._front_end = self._front_end_type(self._answer, self._start_stream, self._stream_done, address,
+                                               self._max_threads, self._max_request_bytes)
         return self._front_end.port
 
     def start(self):
@@ -195,8 +253,10 @@ class NativeGrpcServer:
         handler = self._handler(method)
         if handler is None:
             return _UNIMPLEMENTED, f"Method not found: {method}", b""
-        if handler.request_streaming or handler.response_streaming:
-            return _UNIMPLEMENTED, f"{method} streams, and this gRPC front end serves unary methods only", b""
+        if handler.request_streaming:
+            return _UNIMPLEMENTED, f"{method} streams requests, which this gRPC front end does not serve", b""
+        if handler.response_streaming:
+            return self._stream_code, "", b""  # the C++ side gives the call a token and calls _start_stream
         try:
             message = handler.request_deserializer(request) if handler.request_deserializer else request
         except Exception as error:  # a request that is not the method's message: the client's fault
@@ -217,3 +277,54 @@ class NativeGrpcServer:
             log.error("%s: cannot serialize the response: %s", method, error)
             return _INTERNAL, f"cannot serialize the response of {method}", b""
         return 0, "", data
+
+    # -- a call that streams its responses -------------------------------------------------------------
+    def _start_stream(self, method, request, token):
+        """Start streaming call `token`: answered by `write`/`finish` on the front end, now or later."""
+        handler = self._handler(method)
+        front_end = self._front_end
+        context = self._streams[token] = _StreamContext()
+        try:
+            message = handler.request_deserializer(request) if handler.request_deserializer else request
+        except Exception as error:
+            front_end.finish(token, _INVALID_ARGUMENT,
+                             f"cannot read the request of {method}: {type(error).__name__}: {error}")
+            return
+        serialize = handler.response_serializer or (lambda response: response)
+        if getattr(handler.unary_stream, "experimental_non_blocking", False):
+            # grpc's non-blocking streaming (the health servicer's `Watch`): the method answers through
+            # `send`, now or from other threads, and returns; None ends the call with OK.
+            def send(response):
+                if response is None:
+                    front_end.finish(token, 0, "")
+                else:
+                    front_end.write(token, serialize(response))
+
+            self._run_stream(method, token, context,
+                             lambda: handler.unary_stream(message, context, send_response_callback=send))
+            return
+
+        # Any other method is a generator, iterated on a thread of its own (grpc's server lends it a pool thread).
+        def send_all():
+            for response in handler.unary_stream(message, context):
+                if not front_end.write(token, serialize(response)):
+                    return  # the call is over: the client went away, or the server stops
+            front_end.finish(token, 0, "")
+
+        threading.Thread(target=self._run_stream, args=(method, token, context, send_all),
+                         name=f"grpc-native-stream-{token}", daemon=True).start()
+
+    def _run_stream(self, method, token, context, run):
+        try:
+            run()
+        except _Abort:
+            self._front_end.finish(token, _status(context.code), context.details)
+        except Exception as error:  # as grpc's own servers: the method's failure is the call's
+            log.error("%s failed: %s: %s", method, type(error).__name__, error)
+            self._front_end.finish(token, _UNKNOWN, f"Exception calling application: {error}")
+
+    def _stream_done(self, token):
+        """Streaming call `token` is over: its context's callbacks run (a health `Watch` stops watching)."""
+        context = self._streams.pop(token, None)
+        if context is not None:
+            context.end()

@@ -34,7 +34,7 @@ import tensorflow as tf
 
 
 class InGraphPredict:
-    """One signature's Predict as a graph function from a serialized `PredictRequest` to its outputs' protos.
+    """One signature's Predict as a graph function from its inputs' serialized protos to its outputs'.
 
     Args:
         flat_call: the signature's `FlatCall` (its graph function, input and

@@ -34,7 +34,7 @@ from keras_relmem.serving.event_loops import resolve as resolve_event_loop
 from keras_relmem.serving.grpc_aio import AsyncGrpcServer, AsyncPredictionService
 from keras_relmem.serving.grpc_api import ModelService, PredictionService
 from keras_relmem.serving.grpc_native import NOT_INSTALLED, NativeGrpcServer
-from keras_relmem.serving.grpc_native import available as native_grpc_available
+from keras_relmem.serving.grpc_native import unavailable_reason as native_grpc_unavailable
 from keras_relmem.serving.manager import ModelManager
 from keras_relmem.serving.metrics import ServingMetrics, read_monitoring_config
 from keras_relmem.serving.rest_api import RestServer
@@ -73,9 +73,10 @@ def build_parser():
              "(default: true with --enable_batching, false without)",
     )
     parser.add_argument(
-        "--grpc_native", type=_boolean, default=False, metavar="{true,false}",
+        "--grpc_native", type=_boolean_or_auto, default="auto", metavar="{true,false,auto}",
         help="serve gRPC on the C++ gRPC library (the keras-relmem-native package, built from native/): the "
-             "same methods for less per call (default false)",
+             "same methods for less per call. auto (default): where the package is installed, unless gRPC "
+             "runs on asyncio (--grpc_asyncio, or its default with --enable_batching)",
     )
     parser.add_argument(
         "--event_loop", choices=EVENT_LOOPS, default="auto",
@@ -134,6 +135,11 @@ def _boolean(text):
     if text.lower() in ("false", "0", "no"):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _boolean_or_auto(text):
+    """`auto`, or a boolean flag's value (`_boolean`)."""
+    return "auto" if text.lower() == "auto" else _boolean(text)
 
 
 def model_configs(args):
@@ -223,7 +229,9 @@ class ModelServer:
             does so exactly when batching is on (and gRPC is not native).
         grpc_native: serve gRPC on the C++ gRPC library (`grpc_native`; needs
             the `keras-relmem-native` package); a Predict with batching then
-            waits for its batch on the thread that took it.
+            waits for its batch on the thread that took it. "auto" (the
+            default): native where the package is installed, unless gRPC runs
+            on asyncio (`grpc_server_kind`).
         event_loop: the event loop of REST and of gRPC's asyncio server:
             "auto" (uvloop where installed), "uvloop" or "asyncio" (`event_loops`).
         rest_options: keyword arguments for `RestServer` (`timeout`,
@@ -242,7 +250,7 @@ class ModelServer:
 
     def __init__(self, configs, port=8500, rest_api_port=0, host="127.0.0.1", poll_seconds=1.0,
                  batching=None, max_request_bytes=64 << 20, max_threads=32, rest_options=None, metrics_path=None,
-                 reuse_functions=True, grpc_asyncio=None, event_loop="auto", grpc_native=False,
+                 reuse_functions=True, grpc_asyncio=None, event_loop="auto", grpc_native="auto",
                  grpc_predict_in_graph=True):
         if metrics_path and not rest_api_port:
             raise ValueError("Prometheus metrics are served on the REST port: give --rest_api_port too")
@@ -263,10 +271,8 @@ class ModelServer:
             # another server holds): a busy port must be an error instead.
             ("grpc.so_reuseport", 0),
         ]
-        _check_one_grpc_server(grpc_native, grpc_asyncio)
-        self.grpc_native = bool(grpc_native)
-        self.grpc_asyncio = (batching is not None and not self.grpc_native) if grpc_asyncio is None \
-            else bool(grpc_asyncio)
+        kind = grpc_server_kind(grpc_native, grpc_asyncio, batching is not None)
+        self.grpc_native, self.grpc_asyncio = kind == "native", kind == "asyncio"
         if self.grpc_native:
             self._grpc = NativeGrpcServer(max_threads, max_request_bytes)
             server, prediction = self._grpc, PredictionService(self.core, in_graph)
@@ -333,10 +339,42 @@ class ModelServer:
         self.core.close()
 
 
-def _check_one_grpc_server(grpc_native, grpc_asyncio):
-    """gRPC runs on one server: the native front end and the asyncio one exclude each other (ValueError)."""
-    if grpc_native and grpc_asyncio:
+def grpc_server_kind(grpc_native="auto", grpc_asyncio=None, batching=False):
+    """Which gRPC server runs: "native", "asyncio" or "synchronous" (grpc's thread-pool server).
+
+    The fastest one measured for the setting (docs/serving.md): without
+    batching, the native front end where its package is installed (the
+    synchronous server where not); with batching, the asyncio server, where a
+    Predict waits for its batch without holding a thread.
+
+    Args:
+        grpc_native: True, False, or "auto" (native where installed, unless
+            gRPC runs on asyncio).
+        grpc_asyncio: True, False, or None (asyncio exactly when batching).
+        batching: whether batching is on.
+
+    Raises:
+        ValueError: native and asyncio both asked for, or native asked for
+            where its package is not installed (or is older than this
+            package), with what to do.
+    """
+    if grpc_native not in (True, False, "auto"):
+        raise ValueError(f"grpc_native is true, false or auto; got {grpc_native!r}")
+    if grpc_native is True and grpc_asyncio:
         raise ValueError("gRPC is either native or on asyncio: give --grpc_native or --grpc_asyncio, not both")
+    on_asyncio = batching if grpc_asyncio is None else bool(grpc_asyncio)
+    if grpc_native is True:
+        reason = native_grpc_unavailable()
+        if reason is not None:
+            raise ValueError(f"--grpc_native=true: {reason}")
+        return "native"
+    if grpc_native == "auto" and not on_asyncio:
+        reason = native_grpc_unavailable()
+        if reason is None:
+            return "native"
+        if reason != NOT_INSTALLED:  # installed but stale: say so, rather than quietly serving slower
+            log.warning("gRPC runs on the Python server: %s", reason)
+    return "asyncio" if on_asyncio else "synchronous"
 
 
 def configure_tensorflow(intra_op=0, inter_op=0):
@@ -436,9 +474,7 @@ def main(argv=None):
         resolve_event_loop(args.event_loop)
         if metrics_path and not args.rest_api_port:
             raise ValueError("--monitoring_config_file: metrics are served on the REST port; give --rest_api_port")
-        _check_one_grpc_server(args.grpc_native, args.grpc_asyncio)
-        if args.grpc_native and not native_grpc_available():
-            raise ValueError(NOT_INSTALLED)
+        grpc_server_kind(args.grpc_native, args.grpc_asyncio, batching is not None)
     except (ValueError, OSError) as error:
         parser.error(str(error))
     if args.verbose:

@@ -8,6 +8,14 @@
 // unary call costs one Python call: `handler(method, request_bytes)` returns
 // `(status_code, details, response_bytes)`.
 //
+// Server streaming (the health service's `Watch`): the handler answers code
+// kStream (-1) without running the method; the call then gets a token and
+// `start_stream(method, request_bytes, token)` starts it. Python answers it
+// later, from any thread, with `write(token, bytes)` and `finish(token, code,
+// details)`; when the call is over (finished, or cancelled by the client or
+// at shutdown) `stream_done(token)` tells Python, as grpc's own server runs a
+// context's callbacks. A stream holds no thread while it waits.
+//
 // Threading: `serve(i)` is run by Python thread i, which owns completion queue
 // i. The thread asks for one call at a time, reads its request, calls the
 // handler with the interpreter lock held and answers, all on that thread: no
@@ -22,29 +30,60 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace py = pybind11;
 
 namespace {
 
-// One call on one completion queue: the call's own object is the tag of the step it waits for.
+// What the handler answers for a method that streams its responses: "start it with start_stream".
+constexpr int kStream = -1;
+
+struct Queue;
+struct Call;
+
+// A completion-queue tag: which call, and whether it is the call's operation or its end.
+struct Tag {
+  enum class Kind { kOperation, kDone };
+  Call* call;
+  Kind kind;
+};
+
+// One call on one completion queue. Its operations (new call, read, writes, finish) run one at a time
+// under `operation`; `done` comes once when the call is over (AsyncNotifyWhenDone). The call is deleted
+// when both have settled: `done` seen and no operation in flight (or at once, if it never started).
 struct Call {
-  enum class Step { kNewCall, kRead, kFinish };
+  enum class Step { kNewCall, kRead, kFinish, kStreaming };
+  explicit Call(Queue* owner) : queue(owner) {}
+  Queue* queue;
   Step step = Step::kNewCall;
   grpc::GenericServerContext context;
   grpc::GenericServerAsyncReaderWriter stream{&context};
   grpc::ByteBuffer request;
   grpc::ByteBuffer response;
+  Tag operation{this, Tag::Kind::kOperation};
+  Tag done{this, Tag::Kind::kDone};
+  bool in_flight = false;  // an operation started whose tag has not come back
+  bool done_seen = false;
+  // A streaming call's state, shared with Python's threads (under FrontEnd::streams_mutex_).
+  int64_t token = 0;
+  std::deque<std::string> writes;
+  bool finishing = false;        // Python asked to finish: no more writes
+  bool finish_started = false;
+  bool over = false;             // done, or a write failed: nothing more goes out
+  grpc::Status status;
 };
 
-// A completion queue, served by one thread. Only that thread starts operations on it, always under
-// `mutex` and never once it is shut down: gRPC forbids an operation on a queue that is shut down,
-// and a queue may only be shut down after its server (`FrontEnd::Shutdown`).
+// A completion queue, served by one thread. Operations are started on it under `mutex`, never once it
+// is shut down: gRPC forbids an operation on a queue that is shut down, and a queue may only be shut
+// down after its server (`FrontEnd::Shutdown`).
 struct Queue {
   std::unique_ptr<grpc::ServerCompletionQueue> queue;
   std::mutex mutex;
@@ -54,8 +93,9 @@ struct Queue {
 
 class FrontEnd {
  public:
-  FrontEnd(py::function handler, const std::string& address, int threads, int max_receive_bytes)
-      : handler_(std::move(handler)) {
+  FrontEnd(py::function handler, py::function start_stream, py::function stream_done, const std::string& address,
+           int threads, int max_receive_bytes)
+      : handler_(std::move(handler)), start_stream_(std::move(start_stream)), stream_done_(std::move(stream_done)) {
     if (threads < 1) throw std::invalid_argument("threads must be at least 1");
     grpc::ServerBuilder builder;
     builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
@@ -94,31 +134,66 @@ class FrontEnd {
     void* tag = nullptr;
     bool ok = false;
     while (queue.queue->Next(&tag, &ok)) {
-      Call* call = static_cast<Call*>(tag);
+      Tag* event = static_cast<Tag*>(tag);
+      Call* call = event->call;
+      if (event->kind == Tag::Kind::kDone) {
+        Done(call);
+        continue;
+      }
       switch (call->step) {
         case Call::Step::kNewCall:
-          if (!ok) {  // the server is shutting down: this queue gets no more calls
+          if (!ok) {  // the server is shutting down: this queue gets no more calls (and this one no `done`)
             delete call;
             break;
           }
+          call->in_flight = false;
           call->step = Call::Step::kRead;
-          if (!Start(queue, [call] { call->stream.Read(&call->request, call); })) delete call;
+          Begin(call, [call] { call->stream.Read(&call->request, &call->operation); });
           break;
         case Call::Step::kRead:
-          call->step = Call::Step::kFinish;
-          Answer(queue, call, ok);
+          call->in_flight = false;
+          Answer(call, ok);
+          Settle(call);
           // Free again: only now ask for the next call (a busy thread must not hold one).
           if (!stopping_) RequestCall(queue);
           break;
         case Call::Step::kFinish:
-          delete call;
+          call->in_flight = false;
+          Settle(call);
+          break;
+        case Call::Step::kStreaming:
+          Streamed(call, ok);
           break;
       }
     }
   }
 
-  // Stop taking calls; calls in flight get `grace` seconds to finish, then are cancelled. Every `serve`
-  // returns once its queue is drained.
+  // Queue a response of streaming call `token`; false when the call is over (the client went away,
+  // the server stopped) or finishing. Never waits for the network.
+  bool Write(int64_t token, std::string data) {
+    py::gil_scoped_release unlocked;
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    Call* call = Stream(token);
+    if (call == nullptr || call->finishing) return false;
+    call->writes.push_back(std::move(data));
+    if (!call->in_flight) NextStreamOperation(call);
+    return true;
+  }
+
+  // End streaming call `token` with a status once its queued responses are sent; false when it is over.
+  bool Finish(int64_t token, int code, std::string details) {
+    py::gil_scoped_release unlocked;
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    Call* call = Stream(token);
+    if (call == nullptr || call->finishing) return false;
+    call->finishing = true;
+    call->status = grpc::Status(static_cast<grpc::StatusCode>(code), details);
+    if (!call->in_flight) NextStreamOperation(call);
+    return true;
+  }
+
+  // Stop taking calls; calls in flight (open streams too) get `grace` seconds to finish, then are
+  // cancelled. Every `serve` returns once its queue is drained.
   void Shutdown(double grace) {
     if (!server_ || stopping_.exchange(true)) return;
     py::gil_scoped_release unlocked;
@@ -136,19 +211,30 @@ class FrontEnd {
   }
 
  private:
-  // Start an operation on `queue` unless it is shut down; false when not started (no tag will come).
+  // Start an operation of `call` on its queue unless the queue is shut down; false when not started (no
+  // tag will come for it).
   template <typename Operation>
-  static bool Start(Queue& queue, Operation operation) {
-    std::lock_guard<std::mutex> lock(queue.mutex);
-    if (queue.shut) return false;
+  static bool Begin(Call* call, Operation operation) {
+    std::lock_guard<std::mutex> lock(call->queue->mutex);
+    if (call->queue->shut) return false;
     operation();
+    call->in_flight = true;
     return true;
   }
 
+  // Delete a unary call once it is over: its `done` seen and no operation in flight.
+  static void Settle(Call* call) {
+    if (call->step != Call::Step::kStreaming && call->done_seen && !call->in_flight) delete call;
+  }
+
   void RequestCall(Queue& queue) {
-    auto* call = new Call();
+    auto* call = new Call(&queue);
+    // Asked for before the call starts, as gRPC requires; it comes only for calls that start.
+    call->context.AsyncNotifyWhenDone(&call->done);
     grpc::ServerCompletionQueue* completion = queue.queue.get();
-    if (!Start(queue, [&] { service_.RequestCall(&call->context, &call->stream, completion, completion, call); }))
+    if (!Begin(call, [&] {
+          service_.RequestCall(&call->context, &call->stream, completion, completion, &call->operation);
+        }))
       delete call;
   }
 
@@ -156,16 +242,18 @@ class FrontEnd {
     if (shut_down) queue->Shutdown();
     void* tag = nullptr;
     bool ok = false;
-    while (queue->Next(&tag, &ok)) delete static_cast<Call*>(tag);
+    // Only calls never started can be left on a queue no thread served: each has one tag, its request.
+    while (queue->Next(&tag, &ok)) delete static_cast<Tag*>(tag)->call;
   }
 
-  void Finish(Queue& queue, Call* call, const grpc::Status& status) {
-    if (!Start(queue, [&] { call->stream.Finish(status, call); })) delete call;
+  void FinishUnary(Call* call, const grpc::Status& status) {
+    call->step = Call::Step::kFinish;
+    Begin(call, [&] { call->stream.Finish(status, &call->operation); });
   }
 
-  void Answer(Queue& queue, Call* call, bool read_ok) {
+  void Answer(Call* call, bool read_ok) {
     if (!read_ok) {
-      Finish(queue, call, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the call sent no request message"));
+      FinishUnary(call, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the call sent no request message"));
       return;
     }
     std::vector<grpc::Slice> slices;
@@ -191,40 +279,140 @@ class FrontEnd {
         details = std::string("the request handler's answer is malformed: ") + error.what();
       }
     }
+    if (code == kStream) {
+      StartStream(call, request);
+      return;
+    }
     if (code != 0) {
-      Finish(queue, call, grpc::Status(static_cast<grpc::StatusCode>(code), details));
+      FinishUnary(call, grpc::Status(static_cast<grpc::StatusCode>(code), details));
       return;
     }
     grpc::Slice slice(response);
     call->response = grpc::ByteBuffer(&slice, 1);
-    if (!Start(queue, [&] {
-          call->stream.WriteAndFinish(call->response, grpc::WriteOptions(), grpc::Status::OK, call);
-        }))
-      delete call;
+    call->step = Call::Step::kFinish;
+    Begin(call, [&] { call->stream.WriteAndFinish(call->response, grpc::WriteOptions(), grpc::Status::OK,
+                                                   &call->operation); });
   }
 
-  py::function handler_;
+  // -- streaming calls: every step under streams_mutex_, since Python's threads write and finish ------
+  void StartStream(Call* call, const std::string& request) {
+    int64_t token;
+    {
+      std::lock_guard<std::mutex> lock(streams_mutex_);
+      token = ++last_token_;
+      call->token = token;
+      call->step = Call::Step::kStreaming;
+      streams_[token] = call;
+    }
+    py::gil_scoped_acquire locked;
+    try {
+      start_stream_(call->context.method(), py::bytes(request), token);
+    } catch (py::error_already_set& error) {
+      std::string details = std::string("the stream's handler failed: ") + error.what();
+      py::gil_scoped_release unlocked;
+      std::lock_guard<std::mutex> lock(streams_mutex_);
+      Call* open = Stream(token);
+      if (open != nullptr && !open->finishing) {
+        open->finishing = true;
+        open->status = grpc::Status(grpc::StatusCode::INTERNAL, details);
+        if (!open->in_flight) NextStreamOperation(open);
+      }
+    }
+  }
+
+  Call* Stream(int64_t token) {
+    auto found = streams_.find(token);
+    return found == streams_.end() || found->second->over ? nullptr : found->second;
+  }
+
+  // The next write, or the finish once the writes are out (under streams_mutex_, nothing in flight).
+  void NextStreamOperation(Call* call) {
+    if (call->over || call->finish_started) return;
+    if (!call->writes.empty()) {
+      grpc::Slice slice(call->writes.front());
+      call->writes.pop_front();
+      call->response = grpc::ByteBuffer(&slice, 1);
+      if (!Begin(call, [&] { call->stream.Write(call->response, &call->operation); })) call->over = true;
+    } else if (call->finishing) {
+      call->finish_started = true;
+      Begin(call, [&] { call->stream.Finish(call->status, &call->operation); });
+    }
+  }
+
+  // A streaming call's write or finish came back.
+  void Streamed(Call* call, bool ok) {
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    call->in_flight = false;
+    if (!ok) {  // the client is gone: the rest would go nowhere
+      call->over = true;
+      call->writes.clear();
+    }
+    NextStreamOperation(call);
+    if (call->done_seen && !call->in_flight) delete call;
+  }
+
+  // A call is over. A streaming one leaves the table (Python's writes to it now fail) and Python hears of it.
+  void Done(Call* call) {
+    int64_t token = 0;
+    bool settled;
+    {
+      std::lock_guard<std::mutex> lock(streams_mutex_);
+      call->done_seen = true;
+      if (call->step == Call::Step::kStreaming) {
+        token = call->token;
+        streams_.erase(token);
+        call->over = true;
+        call->writes.clear();
+      }
+      settled = !call->in_flight;
+    }
+    if (token != 0) {
+      py::gil_scoped_acquire locked;
+      try {
+        stream_done_(token);
+      } catch (py::error_already_set& error) {
+        error.discard_as_unraisable("keras_relmem_native: stream_done");
+      }
+    }
+    // A call with an operation in flight (a unary call cancelled mid-way) goes when the operation returns.
+    if (settled) delete call;
+  }
+
+  py::function handler_, start_stream_, stream_done_;
   grpc::AsyncGenericService service_;
   // Declared before the server: members are destroyed in reverse order, and the server must go first.
   std::vector<std::unique_ptr<Queue>> queues_;
   std::unique_ptr<grpc::Server> server_;
   std::atomic<bool> stopping_{false};
   int port_ = 0;
+  std::mutex streams_mutex_;
+  std::unordered_map<int64_t, Call*> streams_;
+  int64_t last_token_ = 0;
 };
 
 }  // namespace
 
 PYBIND11_MODULE(_grpc_front_end, module) {
-  module.doc() = "gRPC's transport in C++ (the system's gRPC library), every unary call answered by Python.";
+  module.doc() = "gRPC's transport in C++ (the system's gRPC library), every call answered by Python.";
+  // What the Python side checks: a build older than its protocol must be rebuilt, not half work.
+  module.attr("PROTOCOL") = 2;
+  module.attr("STREAM") = kStream;
   py::class_<FrontEnd>(module, "FrontEnd")
-      .def(py::init<py::function, const std::string&, int, int>(), py::arg("handler"), py::arg("address"),
-           py::arg("threads"), py::arg("max_receive_bytes"),
+      .def(py::init<py::function, py::function, py::function, const std::string&, int, int>(), py::arg("handler"),
+           py::arg("start_stream"), py::arg("stream_done"), py::arg("address"), py::arg("threads"),
+           py::arg("max_receive_bytes"),
            "Bind `address` and start taking calls; `handler(method, request)` answers each "
-           "`(code, details, response)`. Raises RuntimeError when the address cannot be bound.")
+           "`(code, details, response)`, or `(STREAM, '', b'')` for a streaming method, which "
+           "`start_stream(method, request, token)` then starts; `stream_done(token)` says a stream is over. "
+           "Raises RuntimeError when the address cannot be bound.")
       .def_property_readonly("port", &FrontEnd::port)
       .def_property_readonly("threads", &FrontEnd::threads)
       .def("serve", &FrontEnd::Serve, py::arg("index"),
            "Answer calls on completion queue `index` until shutdown (run by one thread per queue).")
+      .def("write", &FrontEnd::Write, py::arg("token"), py::arg("data"),
+           "Queue a response of stream `token`; False when the stream is over or finishing.")
+      .def("finish", &FrontEnd::Finish, py::arg("token"), py::arg("code"), py::arg("details"),
+           "End stream `token` with a status after its queued responses; False when it is over.")
       .def("shutdown", &FrontEnd::Shutdown, py::arg("grace"),
            "Stop taking calls; those in flight get `grace` seconds. Every `serve` then returns.");
 }

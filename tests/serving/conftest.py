@@ -120,9 +120,11 @@ def configs_for(base, names=("babi", "lm")):
 
 @pytest.fixture(scope="module")
 def server(exports):
+    """The server on grpc's Python gRPC server, named: the default is the native front end where it is built,
+    and the Python server is the one a wheel alone gets (`test_grpc_native` runs the native one)."""
     from keras_relmem.serving.server import ModelServer
 
     running = ModelServer(configs_for(exports.base), port=0, rest_api_port=-1, poll_seconds=0,
-                          max_request_bytes=1 << 20).start()
+                          max_request_bytes=1 << 20, grpc_native=False).start()
     yield running
     running.stop()

@@ -1,5 +1,6 @@
 """serving/server.py as users start it: tensorflow_model_server's flags, a config file, clean shutdown."""
 
+import logging
 import re
 import shutil
 import signal
@@ -238,3 +239,40 @@ def test_a_signal_received_by_another_thread_still_stops_the_server():
     match = re.search(r"stopped after ([\d.]+) s", result.stdout)
     assert match, result.stdout + result.stderr[-3000:]
     assert float(match.group(1)) < 5.0
+
+
+def test_grpc_native_auto_is_the_native_front_end_where_installed_unless_grpc_runs_on_asyncio(monkeypatch, caplog):
+    from keras_relmem.serving.grpc_native import NOT_INSTALLED, OUTDATED
+
+    kind = server_module.grpc_server_kind
+    monkeypatch.setattr(server_module, "native_grpc_unavailable", lambda: None)
+    assert kind() == "native"
+    assert kind("auto", None, True) == "asyncio"  # batching: a Predict waits for its batch on the event loop
+    assert kind("auto", True, False) == "asyncio"
+    assert kind("auto", False, True) == "native"
+    assert kind(False) == "synchronous" and kind(False, None, True) == "asyncio"
+    assert kind(True, None, True) == "native"
+    monkeypatch.setattr(server_module, "native_grpc_unavailable", lambda: NOT_INSTALLED)
+    with caplog.at_level(logging.WARNING, logger="keras_relmem.serving"):
+        assert kind() == "synchronous"  # a wheel alone: grpc's Python server, quietly
+    assert not caplog.records
+    with pytest.raises(ValueError, match="keras-relmem-native"):
+        kind(True)
+    monkeypatch.setattr(server_module, "native_grpc_unavailable", lambda: OUTDATED)
+    with caplog.at_level(logging.WARNING, logger="keras_relmem.serving"):
+        assert kind() == "synchronous"
+    assert "rebuild" in caplog.text  # built from older sources: said, not silently slower
+    with pytest.raises(ValueError, match="native or on asyncio"):
+        kind(True, True)
+    with pytest.raises(ValueError, match="true, false or auto"):
+        kind("yes")
+
+
+def test_the_grpc_native_flag_takes_auto_true_or_false():
+    parser = server_module.build_parser()
+    assert parser.parse_args([]).grpc_native == "auto"
+    assert parser.parse_args(["--grpc_native=AUTO"]).grpc_native == "auto"
+    assert parser.parse_args(["--grpc_native=true"]).grpc_native is True
+    assert parser.parse_args(["--grpc_native=false"]).grpc_native is False
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--grpc_native=maybe"])

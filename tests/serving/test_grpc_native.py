@@ -54,14 +54,29 @@ class Echo:
         return request
 
     def stream(self, request, context):
-        yield request
+        for index in range(3):
+            yield request + bytes([index])
+
+    def stream_abort(self, request, context):
+        yield b"first"
+        context.abort(grpc.StatusCode.OUT_OF_RANGE, "no more")
+
+    def stream_raise(self, request, context):
+        yield b"first"
+        raise KeyError("boom")
+
+    def upload(self, requests, context):
+        return b"".join(requests)
 
 
 def _echo_handlers(echo):
     unary = {name: grpc.unary_unary_rpc_method_handler(getattr(echo, method))
              for name, method in (("Echo", "echo"), ("Abort", "abort"), ("Raise", "raise_"),
                                   ("SetCode", "set_code"), ("Slow", "slow"))}
-    unary["Stream"] = grpc.unary_stream_rpc_method_handler(echo.stream)
+    for name, method in (("Stream", echo.stream), ("StreamAbort", echo.stream_abort),
+                         ("StreamRaise", echo.stream_raise)):
+        unary[name] = grpc.unary_stream_rpc_method_handler(method)
+    unary["Upload"] = grpc.stream_unary_rpc_method_handler(echo.upload)
     unary["Parsed"] = grpc.unary_unary_rpc_method_handler(
         lambda request, context: request, request_deserializer=health_pb2.HealthCheckRequest.FromString,
         response_serializer=health_pb2.HealthCheckRequest.SerializeToString)
@@ -73,9 +88,9 @@ def echo_server():
     echo = Echo()
     server = NativeGrpcServer(max_threads=2, max_request_bytes=1 << 20)
     server.add_generic_rpc_handlers((_echo_handlers(echo),))
-    servicer = health.HealthServicer()
-    servicer.set("ready", health_pb2.HealthCheckResponse.SERVING)
-    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    echo.health = health.HealthServicer()
+    echo.health.set("ready", health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(echo.health, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
@@ -117,13 +132,80 @@ def test_what_it_cannot_answer_gets_a_status_that_names_the_problem(echo_server)
     _, channel, _ = echo_server
     code, details = _status(lambda: channel.unary_unary("/no.Such/Method")(b"", timeout=10))
     assert code == grpc.StatusCode.UNIMPLEMENTED and "/no.Such/Method" in details
-    code, details = _status(lambda: next(channel.unary_stream(f"/{SERVICE}/Stream")(b"", timeout=10)))
-    assert code == grpc.StatusCode.UNIMPLEMENTED and "unary" in details
+    code, details = _status(lambda: channel.stream_unary(f"/{SERVICE}/Upload")(iter([b"a", b"b"]), timeout=10))
+    assert code == grpc.StatusCode.UNIMPLEMENTED and "streams requests" in details
+    watch = channel.unary_stream("/grpc.health.v1.Health/Watch")
+    code, details = _status(lambda: list(watch(b"\xff\xff\xff", timeout=10)))  # not a HealthCheckRequest
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "/grpc.health.v1.Health/Watch" in details
     code, details = _status(lambda: _call(channel, "Parsed", b"\xff\xff\xff"))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and f"/{SERVICE}/Parsed" in details
     code, _ = _status(lambda: _call(channel, "Echo", b"x" * ((1 << 20) + 1)))
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert _call(channel, "Echo", b"still") == b"llits"  # and it goes on answering
+
+
+def test_a_method_that_streams_sends_its_responses_in_order_and_ends_with_its_status(echo_server):
+    _, channel, _ = echo_server
+    assert list(channel.unary_stream(f"/{SERVICE}/Stream")(b"x", timeout=10)) == [b"x\x00", b"x\x01", b"x\x02"]
+    for method, expected in (("StreamAbort", (grpc.StatusCode.OUT_OF_RANGE, "no more")),
+                             ("StreamRaise", (grpc.StatusCode.UNKNOWN, "boom"))):
+        got = []
+        with pytest.raises(grpc.RpcError) as caught:
+            for response in channel.unary_stream(f"/{SERVICE}/{method}")(b"", timeout=10):
+                got.append(response)
+        assert got == [b"first"], method
+        assert caught.value.code() == expected[0] and expected[1] in caught.value.details(), method
+    assert _call(channel, "Echo", b"on") == b"no"
+
+
+def _watching(servicer, service):
+    """How many health `Watch` calls follow `service` (the servicer drops one when its call's context ends)."""
+    return len(servicer._send_response_callbacks.get(service, ()))
+
+
+def _until(condition, seconds=5.0):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return condition()
+
+
+def test_a_health_watch_follows_the_status_holds_no_thread_and_ends_with_its_client(echo_server):
+    echo, channel, server = echo_server
+    stub = health_pb2_grpc.HealthStub(channel)
+    serving, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
+    watches = [stub.Watch(health_pb2.HealthCheckRequest(service="ready"), timeout=30) for _ in range(5)]
+    assert [next(watch).status for watch in watches] == [serving] * 5
+    # Five open watches on two threads, and a unary call is still answered: a watch waits on no thread.
+    assert _call(channel, "Echo", b"ab") == b"ba"
+    echo.health.set("ready", not_serving)
+    assert [next(watch).status for watch in watches] == [not_serving] * 5
+    assert _watching(echo.health, "ready") == 5
+    for watch in watches:
+        watch.cancel()
+    # The client's cancel ends each call on the server, whose end runs the servicer's callback.
+    assert _until(lambda: _watching(echo.health, "ready") == 0)
+    assert _until(lambda: not server._streams)
+    echo.health.set("ready", serving)  # nobody to tell: nothing breaks
+    assert stub.Check(health_pb2.HealthCheckRequest(service="ready")).status == serving
+
+
+def test_stop_ends_an_open_watch_after_its_grace():
+    server = NativeGrpcServer(max_threads=1, max_request_bytes=1 << 20)
+    servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        watch = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service=""), timeout=30)
+        assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+        started = time.perf_counter()
+        assert server.stop(0.3).wait(10)
+        assert time.perf_counter() - started < 5
+        with pytest.raises(grpc.RpcError) as caught:
+            next(watch)
+        assert caught.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+    assert _watching(servicer, "") == 0
 
 
 def test_a_call_runs_on_the_thread_that_took_it_and_the_rest_wait(echo_server):
@@ -180,14 +262,15 @@ def test_a_server_stopped_before_it_started_and_a_busy_port():
 
 @pytest.fixture(scope="module")
 def native(exports):
-    server = ModelServer(configs_for(exports.base), port=0, poll_seconds=0, max_request_bytes=1 << 20,
-                         grpc_native=True).start()
+    # The default (`--grpc_native=auto`): the native front end, since it is built here.
+    server = ModelServer(configs_for(exports.base), port=0, poll_seconds=0, max_request_bytes=1 << 20).start()
     yield server
     server.stop()
 
 
 def test_the_model_server_answers_as_on_the_python_grpc_server(exports, native, server):
     assert native.grpc_native and not native.grpc_asyncio
+    assert not server.grpc_native  # the fixture of the other tests: grpc's Python server, named
     arrays = exports.data.arrays("test")
     inputs = {"story": arrays["story"][:3], "query": arrays["query"][:3]}
     with ServingClient(f"127.0.0.1:{native.port}") as ours, ServingClient(f"127.0.0.1:{server.port}") as theirs:

@@ -142,8 +142,10 @@ def test_requests_it_declines_are_answered_or_refused_as_without_it(mixed_base, 
 
 def test_the_server_answers_in_graph_unless_told_not_to_or_batching(mixed_base):
     inputs = {"a": A, "b": B, "s": S}
-    settings = [({}, []), ({"grpc_asyncio": True}, []), ({"grpc_predict_in_graph": False}, [2]),
-                ({"batching": {"max_batch_size": 4, "batch_timeout_micros": 1000}, "grpc_asyncio": False}, [2])]
+    settings = [({}, []), ({"grpc_native": False}, []), ({"grpc_asyncio": True}, []),
+                ({"grpc_predict_in_graph": False}, [2]),
+                ({"batching": {"max_batch_size": 4, "batch_timeout_micros": 1000}, "grpc_asyncio": False,
+                  "grpc_native": False}, [2])]
     if native_grpc_available():
         settings.append(({"grpc_native": True}, []))
     for options, python_calls in settings:
