@@ -427,6 +427,9 @@ def markdown(result):
     lines = [f"- sequential batch-1 `answer`, p50 ms: in-process {p50['in_process']:.2f}, gRPC {p50['grpc']:.2f} "
              f"({result['grpc_over_in_process']:.2f}x), REST keep-alive {p50['rest_keep_alive']:.2f} "
              f"({result['rest_over_in_process']:.2f}x){_handed_off(result)}"]
+    if "grpc_servers" in result:
+        servers = result["grpc_servers"]
+        lines.append(f"- gRPC servers: {servers['unbatched']} unbatched, {servers['batched']} batched")
     if "servable_call_keyword_over_flat" in result:
         lines.append(f"- the server's signature call in this process, p50 ms: flat {p50['servable_call']:.3f}, by "
                      f"keyword {p50['servable_call_keyword']:.3f} ({result['servable_call_keyword_over_flat']:.2f}x)")

@@ -24,6 +24,7 @@ def test_serving_latency_results_hold_the_batching_figures_per_client_count():
     text = serving_latency.markdown(result)
     assert f"{result['clients']['32']['batched_rps']:.0f}" in text
     assert ("old vs new" in text) == ("baseline" in result)
+    assert ("gRPC servers: native unbatched" in text) == (result.get("grpc_servers", {}).get("unbatched") == "native")
 
 
 def test_serving_latency_server_flags_reach_every_server_of_its_run_only(monkeypatch):

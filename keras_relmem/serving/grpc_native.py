@@ -1,5 +1,5 @@
-"""The gRPC front end on the C++ gRPC library (`--grpc_native=true`): the servicers of the Python server, called
-from C++ threads.
+"""The gRPC front end on the C++ gRPC library (`--grpc_native`, the default where it is installed): the servicers
+of the Python server, called from C++ threads.
 
 On two small cores, Python's gRPC servers spend about a third of a
 millisecond of interpreter time on every call before the model runs (HTTP/2
@@ -177,7 +177,8 @@ class NativeGrpcServer:
             RESOURCE_EXHAUSTED from gRPC).
 
     Raises:
-        RuntimeError: the native package is not installed.
+        RuntimeError: the native package is not installed, or is built from
+            older sources than this module (it says to rebuild it).
     """
 
     def __init__(self, max_threads, max_request_bytes):

@@ -311,3 +311,16 @@ def test_the_flag_is_one_choice_of_grpc_server(exports):
     with pytest.raises(SystemExit):  # the command line says so before it loads anything
         main(["--port", "0", "--model_base_path", str(exports.base / "babi"), "--grpc_native=true",
               "--grpc_asyncio=true"])
+
+
+def test_a_build_older_than_the_server_is_refused_with_what_to_do(monkeypatch):
+    from keras_relmem_native import _grpc_front_end
+
+    from keras_relmem.serving import grpc_native
+
+    assert grpc_native.available() and grpc_native.unavailable_reason() is None
+    monkeypatch.setattr(_grpc_front_end, "PROTOCOL", 1)  # what a build from before streaming would say
+    assert not grpc_native.available()
+    assert "rebuild" in grpc_native.unavailable_reason()
+    with pytest.raises(RuntimeError, match="rebuild"):
+        NativeGrpcServer(max_threads=1, max_request_bytes=1 << 20)
