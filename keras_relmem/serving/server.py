@@ -263,6 +263,7 @@ class ModelServer:
         self.core = ServingCore(self.manager, batching)
         self.core.metrics = ServingMetrics() if metrics_path else None
         self.health = health.HealthServicer()
+        self._health_statuses = {}  # what `health` was last told, per service
         options = [
             ("grpc.max_receive_message_length", max_request_bytes),
             ("grpc.max_send_message_length", -1),
@@ -301,13 +302,20 @@ class ModelServer:
         self._update_health()
 
     def _update_health(self):
+        """Each health service's status from the models' availability, after every poll of the manager. Only
+        changes are set: the servicer sends every `set` to the open `Watch` calls, which would otherwise hear
+        the same status once a poll (a second by default)."""
         serving = health_pb2.HealthCheckResponse.SERVING
         not_serving = health_pb2.HealthCheckResponse.NOT_SERVING
-        for name in self.manager.configs:
-            self.health.set(name, serving if self.manager.available(name) else not_serving)
-        self.health.set("", serving if self.manager.available() else not_serving)
+        overall = serving if self.manager.available() else not_serving
+        statuses = {name: serving if self.manager.available(name) else not_serving for name in self.manager.configs}
+        statuses[""] = overall
         for service in ("tensorflow.serving.PredictionService", "tensorflow.serving.ModelService"):
-            self.health.set(service, serving if self.manager.available() else not_serving)
+            statuses[service] = overall
+        for service, status in statuses.items():
+            if self._health_statuses.get(service) != status:
+                self._health_statuses[service] = status
+                self.health.set(service, status)
 
     def start(self):
         """Load the models (first poll), then open the ports."""

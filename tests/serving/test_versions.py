@@ -144,22 +144,34 @@ def test_corrupt_version_is_reported_and_the_old_one_keeps_serving(exports, tmp_
         server.stop()
 
 
-def test_empty_base_path_is_not_serving_then_serves_when_a_version_arrives(exports, tmp_path):
+# On grpc's Python server, and on the default one (the native front end where it is built).
+@pytest.mark.parametrize("grpc_native", [False, "auto"], ids=["python_grpc", "default_grpc"])
+def test_empty_base_path_is_not_serving_then_serves_when_a_version_arrives(exports, tmp_path, grpc_native):
     base = tmp_path / "models"
     (base / "babi").mkdir(parents=True)
-    server = ModelServer(configs_for(base, ["babi"]), port=0, poll_seconds=0.2).start()
+    server = ModelServer(configs_for(base, ["babi"]), port=0, poll_seconds=0.2, grpc_native=grpc_native).start()
     client = ServingClient(f"127.0.0.1:{server.port}")
+    serving, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
     try:
         health = health_pb2_grpc.HealthStub(client.channel)
-        assert health.Check(health_pb2.HealthCheckRequest(service=""), timeout=10).status == \
-            health_pb2.HealthCheckResponse.NOT_SERVING
+        assert health.Check(health_pb2.HealthCheckRequest(service=""), timeout=10).status == not_serving
+        watch = health.Watch(health_pb2.HealthCheckRequest(service="babi"), timeout=60)
+        assert next(watch).status == not_serving
         with pytest.raises(grpc.RpcError) as caught:
             client.answer("babi", STORY, "Where is Mary?")
         assert caught.value.code() == grpc.StatusCode.NOT_FOUND
         shutil.copytree(exports.base / "babi" / "1", base / "babi" / "5")
+        # The watch hears the change, and only the change: not the same status again at every poll.
+        assert next(watch).status == serving
         assert _wait_for(lambda: health.Check(health_pb2.HealthCheckRequest(service=""), timeout=10).status
-                         == health_pb2.HealthCheckResponse.SERVING)
+                         == serving)
         assert len(client.answer("babi", STORY, "Where is Mary?")) == 3
+        quiet = health.Watch(health_pb2.HealthCheckRequest(service="babi"), timeout=1.5)
+        assert next(quiet).status == serving
+        with pytest.raises(grpc.RpcError) as caught:  # seven polls go by with nothing to tell
+            next(quiet)
+        assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        watch.cancel()
     finally:
         client.close()
         server.stop()
