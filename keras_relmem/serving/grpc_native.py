@@ -166,6 +166,24 @@ def _status(code):
     return code.value[0] if isinstance(code, grpc.StatusCode) else int(code)
 
 
+def _read(handler, method, request):
+    """`(message, None)`, or `(None, (code, details))` for a request that is not the method's message (the
+    client's fault: INVALID_ARGUMENT naming the method)."""
+    try:
+        return (handler.request_deserializer(request) if handler.request_deserializer else request), None
+    except Exception as error:
+        return None, (_INVALID_ARGUMENT, f"cannot read the request of {method}: {type(error).__name__}: {error}")
+
+
+def _failure(method, context, error):
+    """`(code, details)` a method's exception ends its call with: an abort's status, or UNKNOWN, as grpc's own
+    servers answer (the method's failure is the call's, not the server's)."""
+    if isinstance(error, _Abort):
+        return _status(context.code), context.details
+    log.error("%s failed: %s: %s", method, type(error).__name__, error)
+    return _UNKNOWN, f"Exception calling application: {error}"
+
+
 class NativeGrpcServer:
     """A gRPC server whose transport is C++ and whose methods are the registered Python servicers'.
 
@@ -258,18 +276,14 @@ class NativeGrpcServer:
             return _UNIMPLEMENTED, f"{method} streams requests, which this gRPC front end does not serve", b""
         if handler.response_streaming:
             return self._stream_code, "", b""  # the C++ side gives the call a token and calls _start_stream
-        try:
-            message = handler.request_deserializer(request) if handler.request_deserializer else request
-        except Exception as error:  # a request that is not the method's message: the client's fault
-            return _INVALID_ARGUMENT, f"cannot read the request of {method}: {type(error).__name__}: {error}", b""
+        message, refused = _read(handler, method, request)
+        if refused:
+            return (*refused, b"")
         context = _Context()
         try:
             response = handler.unary_unary(message, context)
-        except _Abort:
-            return _status(context.code), context.details, b""
-        except Exception as error:  # as grpc's own servers: the method's failure is the call's, not the server's
-            log.error("%s failed: %s: %s", method, type(error).__name__, error)
-            return _UNKNOWN, f"Exception calling application: {error}", b""
+        except Exception as error:
+            return (*_failure(method, context, error), b"")
         if context.code is not None and context.code != grpc.StatusCode.OK:
             return _status(context.code), context.details, b""
         try:
@@ -285,11 +299,9 @@ class NativeGrpcServer:
         handler = self._handler(method)
         front_end = self._front_end
         context = self._streams[token] = _StreamContext()
-        try:
-            message = handler.request_deserializer(request) if handler.request_deserializer else request
-        except Exception as error:
-            front_end.finish(token, _INVALID_ARGUMENT,
-                             f"cannot read the request of {method}: {type(error).__name__}: {error}")
+        message, refused = _read(handler, method, request)
+        if refused:
+            front_end.finish(token, *refused)
             return
         serialize = handler.response_serializer or (lambda response: response)
         if getattr(handler.unary_stream, "experimental_non_blocking", False):
@@ -318,11 +330,8 @@ class NativeGrpcServer:
     def _run_stream(self, method, token, context, run):
         try:
             run()
-        except _Abort:
-            self._front_end.finish(token, _status(context.code), context.details)
-        except Exception as error:  # as grpc's own servers: the method's failure is the call's
-            log.error("%s failed: %s: %s", method, type(error).__name__, error)
-            self._front_end.finish(token, _UNKNOWN, f"Exception calling application: {error}")
+        except Exception as error:
+            self._front_end.finish(token, *_failure(method, context, error))
 
     def _stream_done(self, token):
         """Streaming call `token` is over: its context's callbacks run (a health `Watch` stops watching)."""

@@ -140,30 +140,31 @@ class FrontEnd {
         Done(call);
         continue;
       }
+      if (call->step == Call::Step::kStreaming) {  // its state is shared with Python's threads: under a lock
+        Streamed(call, ok);
+        continue;
+      }
+      call->in_flight = false;  // this thread alone touches a call that does not stream
       switch (call->step) {
         case Call::Step::kNewCall:
           if (!ok) {  // the server is shutting down: this queue gets no more calls (and this one no `done`)
             delete call;
             break;
           }
-          call->in_flight = false;
           call->step = Call::Step::kRead;
           Begin(call, [call] { call->stream.Read(&call->request, &call->operation); });
           break;
         case Call::Step::kRead:
-          call->in_flight = false;
           Answer(call, ok);
           Settle(call);
           // Free again: only now ask for the next call (a busy thread must not hold one).
           if (!stopping_) RequestCall(queue);
           break;
         case Call::Step::kFinish:
-          call->in_flight = false;
           Settle(call);
           break;
         case Call::Step::kStreaming:
-          Streamed(call, ok);
-          break;
+          break;  // handled above
       }
     }
   }
@@ -308,15 +309,9 @@ class FrontEnd {
     try {
       start_stream_(call->context.method(), py::bytes(request), token);
     } catch (py::error_already_set& error) {
-      std::string details = std::string("the stream's handler failed: ") + error.what();
-      py::gil_scoped_release unlocked;
-      std::lock_guard<std::mutex> lock(streams_mutex_);
-      Call* open = Stream(token);
-      if (open != nullptr && !open->finishing) {
-        open->finishing = true;
-        open->status = grpc::Status(grpc::StatusCode::INTERNAL, details);
-        if (!open->in_flight) NextStreamOperation(open);
-      }
+      // The Python side turns every failure into a status; this is the last guard.
+      Finish(token, static_cast<int>(grpc::StatusCode::INTERNAL),
+             std::string("the stream's handler failed: ") + error.what());
     }
   }
 

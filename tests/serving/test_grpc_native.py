@@ -324,3 +324,22 @@ def test_a_build_older_than_the_server_is_refused_with_what_to_do(monkeypatch):
     assert "rebuild" in grpc_native.unavailable_reason()
     with pytest.raises(RuntimeError, match="rebuild"):
         NativeGrpcServer(max_threads=1, max_request_bytes=1 << 20)
+
+
+def test_a_stream_whose_start_fails_in_python_ends_with_internal_and_the_server_goes_on():
+    server = NativeGrpcServer(max_threads=1, max_request_bytes=1 << 20)
+    server.add_generic_rpc_handlers((_echo_handlers(Echo()),))
+
+    def broken(method, request, token):  # the C++ side's last guard, for a failure the Python side missed
+        raise ZeroDivisionError("no stream")
+
+    server._start_stream = broken
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            code, details = _status(lambda: list(channel.unary_stream(f"/{SERVICE}/Stream")(b"x", timeout=10)))
+            assert code == grpc.StatusCode.INTERNAL and "no stream" in details
+            assert _call(channel, "Echo", b"ok") == b"ko"
+    finally:
+        server.stop(1.0).wait()
