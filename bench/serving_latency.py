@@ -18,13 +18,14 @@ starts `serving/server.py` in its own process, and measures, in one run:
    instead of this process's Python threads, under `native_clients`: the same
    server, the same in-process floor measured in the same stretch, so the
    clients' own cost is told apart from the server's; beside the batching
-   server, the same server on the synchronous gRPC server
-   (`--grpc_asyncio=false`) and on asyncio's own event loop
+   server, the same server on grpc's synchronous server
+   (`--grpc_native=false --grpc_asyncio=false`), on grpc's asyncio server
+   (`--grpc_asyncio=true`) and on asyncio's own event loop
    (`--event_loop=asyncio`).
 
 Every server runs with the server's defaults, so gRPC is on the native
-front end where its package is installed (unbatched) and on the asyncio
-server with batching; `grpc_servers` in the results says which.
+front end where its package is installed (batched or not) and on grpc's
+Python servers where not; `grpc_servers` in the results says which.
 `--server-flag` gives every server of the run a flag more: with
 `--server-flag=--grpc_native=true` the whole run is on the native gRPC front
 end (sequential, unbatched and batched alike), with
@@ -111,16 +112,34 @@ def grpc_call(port):
 # The server flag that sends every REST request to a worker thread (the REST path before lone clients were
 # answered on the event loop's thread), measured beside the default in one run.
 HAND_OFF = ["--rest_api_inline_max_bytes", "0"]
-# The flag that keeps gRPC on the synchronous server with batching on (before `grpc_aio`).
-SYNC_GRPC = ["--grpc_asyncio=false"]
+# The flags that put gRPC on grpc's synchronous Python server with batching on (before `grpc_aio`). (Until the
+# native front end batched, `--grpc_asyncio=false` alone; it now leaves gRPC native where installed.)
+SYNC_GRPC = ["--grpc_native=false", "--grpc_asyncio=false"]
+# The flag that puts gRPC on grpc's asyncio server with batching on (the default before the native front end
+# answered a batched Predict later).
+ASYNCIO_GRPC = ["--grpc_asyncio=true"]
 # The flag that runs REST and gRPC's asyncio server on asyncio's own event loop (before uvloop).
 ASYNCIO_LOOP = ["--event_loop=asyncio"]
 # The further batching servers the native part measures: (label, flags, REST measured too, how the results page
-# names it). gRPC's server does not change REST, so the synchronous one is measured over gRPC only.
+# names it). gRPC's server does not change REST, so the other gRPC servers are measured over gRPC only.
 OTHER_BATCHED_SERVERS = (
-    ("batched_sync_grpc", SYNC_GRPC, False, "on the synchronous gRPC server (`--grpc_asyncio=false`)"),
+    ("batched_python_grpc", SYNC_GRPC, False,
+     "on grpc's synchronous server (`--grpc_native=false --grpc_asyncio=false`)"),
+    ("batched_asyncio_grpc", ASYNCIO_GRPC, False, "on grpc's asyncio server (`--grpc_asyncio=true`)"),
     ("batched_asyncio_loop", ASYNCIO_LOOP, True, "on asyncio's own event loop (`--event_loop=asyncio`)"),
 )
+# A label earlier runs recorded, and how their pages name it: `--grpc_asyncio=false` was grpc's synchronous
+# server until gRPC went native by default, and the native front end (each Predict waiting for its batch on the
+# thread that took it) in the runs that record `grpc_servers`.
+LEGACY_SYNC_GRPC = "batched_sync_grpc"
+
+
+def _other_batched(result):
+    """`(label, how the page names it)` of the further batching servers a result may hold."""
+    legacy = ("with `--grpc_asyncio=false` (there the native front end, each Predict waiting for its batch on the "
+              "thread that took it)" if "grpc_servers" in result
+              else "on the synchronous gRPC server (`--grpc_asyncio=false`)")
+    return [(LEGACY_SYNC_GRPC, legacy)] + [(label, text) for label, _, _, text in OTHER_BATCHED_SERVERS]
 
 
 def rest_body():
@@ -472,7 +491,7 @@ def markdown(result):
                                  f"{row['batched_rps']:.0f} | {row['batched_p99_ms']:.1f} | "
                                  f"{row['batched_over_unbatched']:.2f}x |")
                 others = [(clients, row[label], text) for clients, row in native[f"{key}_{threads}"].items()
-                          for label, _, _, text in OTHER_BATCHED_SERVERS if label in row]
+                          for label, text in _other_batched(result) if label in row]
                 lines += [""] if others else []
                 lines += [f"- {clients} clients, batched {text}: {row['rps']:.0f} req/s, p99 {row['p99_ms']:.1f} ms"
                           for clients, row, text in others]

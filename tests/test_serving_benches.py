@@ -61,7 +61,11 @@ def test_serving_latency_records_which_grpc_server_its_servers_run(monkeypatch):
     from keras_relmem.serving.grpc_native import NOT_INSTALLED
 
     monkeypatch.setattr(server_module, "native_grpc_unavailable", lambda: None)
-    assert serving_latency.grpc_servers([]) == {"unbatched": "native", "batched": "asyncio"}
+    assert serving_latency.grpc_servers([]) == {"unbatched": "native", "batched": "native"}
+    assert serving_latency.grpc_servers(serving_latency.ASYNCIO_GRPC) == {"unbatched": "asyncio",
+                                                                         "batched": "asyncio"}
+    assert serving_latency.grpc_servers(serving_latency.SYNC_GRPC) == {"unbatched": "synchronous",
+                                                                      "batched": "synchronous"}
     assert serving_latency.grpc_servers(["--grpc_native=false"]) == {"unbatched": "synchronous", "batched": "asyncio"}
     assert serving_latency.grpc_servers(["--grpc_native=true"]) == {"unbatched": "native", "batched": "native"}
     monkeypatch.setattr(server_module, "native_grpc_unavailable", lambda: NOT_INSTALLED)
@@ -497,6 +501,9 @@ def test_the_batching_server_on_asyncios_own_loop_is_measured_beside_the_default
     assert text.count("- 32 clients, batched on asyncio's own event loop (`--event_loop=asyncio`): "
                       "1234 req/s, p99 5.7 ms") == 2
     assert "batched on the synchronous gRPC server (`--grpc_asyncio=false`): 2852 req/s" in text
+    # The runs that record `grpc_servers` ran that flag on the native front end, and their pages say so.
+    result["grpc_servers"] = {"unbatched": "native", "batched": "asyncio"}
+    assert "batched with `--grpc_asyncio=false` (there the native front end" in serving_latency.markdown(result)
 
 
 def test_the_event_loop_rounds_rotate_the_servers_and_sum_up_per_api():

@@ -40,6 +40,26 @@ def _spec(model_spec):
     return model_spec.name, version, label, model_spec.signature_name
 
 
+def _started(service, api, request):
+    """The `RequestRecord` of a call of `api` on `service` (a servicer with a `core`)."""
+    record = RequestRecord("GRPC", api, getattr(service.core, "metrics", None))
+    spec = getattr(request, "model_spec", None)
+    record.model = spec.name if spec is not None else None
+    return record
+
+
+def _failed(name, record, error):
+    """`(status code, message)` of a failed call of method `name`, counted and (unless the request's fault)
+    logged."""
+    if isinstance(error, ServingError):
+        record.finish(error.code.name)
+        return error.code, error.message
+    log.error("%s failed: %s: %s", name, type(error).__name__, error)
+    log.debug("%s failure", name, exc_info=True)
+    record.finish("INTERNAL")
+    return grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}"
+
+
 def _guarded(api):
     """Turn every failure into a gRPC status (a request can never take the server down) and count it.
 
@@ -49,46 +69,58 @@ def _guarded(api):
     """
 
     def decorate(method):
-        def started(self, request):
-            record = RequestRecord("GRPC", api, getattr(self.core, "metrics", None))
-            spec = getattr(request, "model_spec", None)
-            record.model = spec.name if spec is not None else None
-            return record
-
-        def failure(record, error):
-            """The status and message of a failed call, counted and (unless the request's fault) logged."""
-            if isinstance(error, ServingError):
-                record.finish(error.code.name)
-                return error.code, error.message
-            log.error("%s failed: %s: %s", method.__name__, type(error).__name__, error)
-            log.debug("%s failure", method.__name__, exc_info=True)
-            record.finish("INTERNAL")
-            return grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {error}"
-
         if inspect.iscoroutinefunction(method):
             @functools.wraps(method)
             async def wrapper(self, request, context):
-                record = started(self, request)
+                record = _started(self, api, request)
                 try:
                     response = await method(self, request, context, record)
                 except Exception as error:  # the server must survive anything a request triggers
-                    await context.abort(*failure(record, error))
+                    await context.abort(*_failed(method.__name__, record, error))
                 record.finish("OK")
                 return response
         else:
             @functools.wraps(method)
             def wrapper(self, request, context):
-                record = started(self, request)
+                record = _started(self, api, request)
                 try:
                     response = method(self, request, context, record)
                 except Exception as error:  # the server must survive anything a request triggers
-                    context.abort(*failure(record, error))
+                    context.abort(*_failed(method.__name__, record, error))
                 record.finish("OK")
                 return response
 
         return wrapper
 
     return decorate
+
+
+class Deferrable:
+    """A unary gRPC method that a server may also call to answer later: `later(request, respond)` returns at once
+    and calls `respond(code, details, response)` once, from any thread, when the answer is ready.
+
+    grpc's servers call it as the method it wraps (`method(request, context)`); the native front end
+    (`grpc_native.NativeGrpcServer`) calls `later`, so a request waiting for its batch holds no thread.
+
+    Args:
+        method: the method, as grpc's servers call it.
+        later: `(request, respond) -> None`.
+
+    Example:
+
+    ```python
+    service.Predict = Deferrable(service.Predict, service.predict_later)
+    service.Predict.later(request, lambda code, details, response: print(code, response))
+    ```
+    """
+
+    def __init__(self, method, later):
+        self._method = method
+        self.later = later
+        functools.update_wrapper(self, method)
+
+    def __call__(self, request, context):
+        return self._method(request, context)
 
 
 def _to_array(name, proto):
@@ -147,11 +179,16 @@ def predict_response(servable, key, outputs):
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     """Predict, GetModelMetadata, and Classify/Regress for signatures with those methods.
 
+    With batching, `Predict` is a `Deferrable`: on the native front end a
+    Predict waiting for its batch holds no thread (`predict_later`).
+
     Args:
         core: the `ServingCore`.
         in_graph: answer a Predict in one graph call where the servable
             can (`Servable.predict_in_graph`), when the core does not batch;
             False always takes the Python path, as before.
+        alone: with batching, the executor where `predict_later` runs a
+            request too large to batch (None: on the thread that took it).
 
     Example:
 
@@ -160,9 +197,12 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     ```
     """
 
-    def __init__(self, core, in_graph=True):
+    def __init__(self, core, in_graph=True, alone=None):
         self.core = core
+        self._alone = alone
         self.in_graph = bool(in_graph) and not core.batching  # a batch merges requests in Python
+        if core.batching and not inspect.iscoroutinefunction(self.Predict):  # (asyncio's server awaits its batch)
+            self.Predict = Deferrable(self.Predict, self.predict_later)
 
     @_guarded("predict")
     def Predict(self, request, context, record):
@@ -173,6 +213,49 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
         servable, key, inputs = predict_inputs(self.core, request, record)
         servable, key, outputs = self.core.predict_on(servable, key, inputs, tuple(request.output_filter))
         return predict_response(servable, key, outputs)
+
+    def predict_later(self, request, respond):
+        """Predict with batching, answered through `respond(code, details, response)` once the request's batch
+        has run (on the batch's thread), so no thread waits for the batch (`Deferrable`). A request that runs
+        alone runs here."""
+        record = _started(self, "predict", request)
+        try:
+            servable, key, inputs = predict_inputs(self.core, request, record)
+            output_filter = tuple(request.output_filter)
+            servable.check_outputs(key, output_filter)
+            key, checked, future = self.core.batch_future(servable, key, inputs)
+        except Exception as error:  # the server must survive anything a request triggers
+            respond(*_failed("Predict", record, error), None)
+            return
+        if future is None:  # it runs alone (too large to batch, or its version is being unloaded)
+            def alone():
+                try:
+                    response = predict_response(servable, key, servable.call(key, checked, output_filter))
+                except Exception as error:
+                    respond(*_failed("Predict", record, error), None)
+                    return
+                record.finish("OK")
+                respond(grpc.StatusCode.OK, "", response)
+
+            if self._alone is None:
+                alone()
+            else:
+                self._alone.submit(alone)
+            return
+
+        def batched(done):
+            try:
+                outputs = done.result()
+                if output_filter:
+                    outputs = {alias: outputs[alias] for alias in output_filter}
+                answer = predict_response(servable, key, outputs)
+            except Exception as error:
+                respond(*_failed("Predict", record, error), None)
+                return
+            record.finish("OK")
+            respond(grpc.StatusCode.OK, "", answer)
+
+        future.add_done_callback(batched)
 
     @_guarded("metadata")
     def GetModelMetadata(self, request, context, record):

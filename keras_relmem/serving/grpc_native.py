@@ -50,8 +50,9 @@ NOT_INSTALLED = ("the native gRPC front end needs the keras-relmem-native packag
                  "gRPC C++ library: see 'A native gRPC front end' in docs/serving.md")
 
 
-# The C++ side's protocol this module speaks (`_grpc_front_end.PROTOCOL`): 2 added streaming responses.
-PROTOCOL = 2
+# The C++ side's protocol this module speaks (`_grpc_front_end.PROTOCOL`): 2 added streaming responses, 3 unary
+# calls answered later (and every call's token given to the handler).
+PROTOCOL = 3
 OUTDATED = ("the keras-relmem-native package installed is older than this keras-relmem: rebuild it "
             "(pip install ./native; see 'A native gRPC front end' in docs/serving.md)")
 
@@ -205,7 +206,7 @@ class NativeGrpcServer:
         except ImportError as error:
             raise RuntimeError(NOT_INSTALLED) from error
         self._front_end_type = module.FrontEnd
-        self._stream_code = module.STREAM
+        self._stream_code, self._later_code = module.STREAM, module.LATER
         self._streams = {}  # token -> (_StreamContext) of each open streaming call
         self._max_threads = max_threads
         self._max_request_bytes = max_request_bytes
@@ -230,8 +231,8 @@ class NativeGrpcServer:
         """
         if self._front_end is not None:
             raise ValueError("the native gRPC front end listens on one address")
-        self._front_end = self._front_end_type(self._answer, self._start_stream, self._stream_done, address,
-                                               self._max_threads, self._max_request_bytes)
+        self._front_end = self._front_end_type(self._answer, self._stream_done, address, self._max_threads,
+                                               self._max_request_bytes)
         return self._front_end.port
 
     def start(self):
@@ -267,18 +268,24 @@ class NativeGrpcServer:
             self._methods[method] = found
         return self._methods[method]
 
-    def _answer(self, method, request):
-        """`(status code, details, response bytes)` of one call: what the C++ side sends back."""
+    def _answer(self, method, request, token):
+        """`(status code, details, response bytes)` of one call: what the C++ side sends back; or
+        `(STREAM or LATER, "", b"")` for a call answered through `token` (`_stream`, `_later`)."""
         handler = self._handler(method)
         if handler is None:
             return _UNIMPLEMENTED, f"Method not found: {method}", b""
         if handler.request_streaming:
             return _UNIMPLEMENTED, f"{method} streams requests, which this gRPC front end does not serve", b""
-        if handler.response_streaming:
-            return self._stream_code, "", b""  # the C++ side gives the call a token and calls _start_stream
         message, refused = _read(handler, method, request)
         if refused:
             return (*refused, b"")
+        if handler.response_streaming:
+            self._stream(handler, method, message, token)
+            return self._stream_code, "", b""
+        later = getattr(handler.unary_unary, "later", None)
+        if later is not None:
+            self._later(handler, method, message, token, later)
+            return self._later_code, "", b""
         context = _Context()
         try:
             response = handler.unary_unary(message, context)
@@ -293,16 +300,36 @@ class NativeGrpcServer:
             return _INTERNAL, f"cannot serialize the response of {method}", b""
         return 0, "", data
 
+    # -- a unary call answered later (`grpc_api.Deferrable`: a Predict waiting for its batch) --------------
+    def _later(self, handler, method, message, token, later):
+        """Hand `message` to `later(message, respond)`; `respond` sends the call's one response and status
+        from whichever thread has it, with no thread waiting for it meanwhile."""
+        front_end = self._front_end
+        serialize = handler.response_serializer or (lambda response: response)
+
+        def respond(code, details, response):
+            code = _status(code)
+            if code != 0:
+                front_end.finish(token, code, details)
+                return
+            try:
+                data = serialize(response)
+            except Exception as error:
+                log.error("%s: cannot serialize the response: %s", method, error)
+                front_end.finish(token, _INTERNAL, f"cannot serialize the response of {method}")
+                return
+            front_end.finish(token, 0, "", data)
+
+        try:
+            later(message, respond)
+        except Exception as error:  # (`later` answers its own failures; this is the last guard)
+            front_end.finish(token, *_failure(method, _Context(), error))
+
     # -- a call that streams its responses -------------------------------------------------------------
-    def _start_stream(self, method, request, token):
+    def _stream(self, handler, method, message, token):
         """Start streaming call `token`: answered by `write`/`finish` on the front end, now or later."""
-        handler = self._handler(method)
         front_end = self._front_end
         context = self._streams[token] = _StreamContext()
-        message, refused = _read(handler, method, request)
-        if refused:
-            front_end.finish(token, *refused)
-            return
         serialize = handler.response_serializer or (lambda response: response)
         if getattr(handler.unary_stream, "experimental_non_blocking", False):
             # grpc's non-blocking streaming (the health servicer's `Watch`): the method answers through

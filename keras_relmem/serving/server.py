@@ -66,17 +66,22 @@ def build_parser():
         "--max_request_bytes", type=int, default=64 << 20,
         help="largest request accepted over gRPC and REST (default 64 MiB)",
     )
-    parser.add_argument("--grpc_max_threads", type=int, default=32, help="gRPC worker threads (default 32)")
+    parser.add_argument(
+        "--grpc_max_threads", type=int, default=32,
+        help="gRPC worker threads: calls answered at once (default 32). With --enable_batching on the native "
+             "front end, Predicts hold none while they wait for their batch: it takes a thread a core, at most "
+             "this many, and runs requests too large to batch on this many more")
     parser.add_argument(
         "--grpc_asyncio", type=_boolean, default=None, metavar="{true,false}",
-        help="serve gRPC on its asyncio server, where a Predict waits for its batch without holding a thread "
-             "(default: true with --enable_batching, false without)",
+        help="serve gRPC on grpc's asyncio server, where a Predict waits for its batch without holding a "
+             "thread (default: with --enable_batching where the native front end is not installed)",
     )
     parser.add_argument(
         "--grpc_native", type=_boolean_or_auto, default="auto", metavar="{true,false,auto}",
         help="serve gRPC on the C++ gRPC library (the keras-relmem-native package, built from native/): the "
-             "same methods for less per call. auto (default): where the package is installed, unless gRPC "
-             "runs on asyncio (--grpc_asyncio, or its default with --enable_batching)",
+             "same methods for less per call, and with --enable_batching a Predict waits for its batch "
+             "without holding a thread. auto (default): where the package is installed, unless "
+             "--grpc_asyncio=true",
     )
     parser.add_argument(
         "--event_loop", choices=EVENT_LOOPS, default="auto",
@@ -226,12 +231,12 @@ class ModelServer:
             graph call (`in_graph`); False converts tensors in Python.
         grpc_asyncio: serve gRPC on its asyncio server (`grpc_aio`), where a
             Predict awaits its batch on the event loop; None (the default)
-            does so exactly when batching is on (and gRPC is not native).
+            does so when batching is on and gRPC is not native.
         grpc_native: serve gRPC on the C++ gRPC library (`grpc_native`; needs
             the `keras-relmem-native` package); a Predict with batching then
-            waits for its batch on the thread that took it. "auto" (the
-            default): native where the package is installed, unless gRPC runs
-            on asyncio (`grpc_server_kind`).
+            holds no thread while it waits for its batch (`grpc_api.Deferrable`).
+            "auto" (the default): native where the package is installed,
+            unless `grpc_asyncio` is True (`grpc_server_kind`).
         event_loop: the event loop of REST and of gRPC's asyncio server:
             "auto" (uvloop where installed), "uvloop" or "asyncio" (`event_loops`).
         rest_options: keyword arguments for `RestServer` (`timeout`,
@@ -274,9 +279,17 @@ class ModelServer:
         ]
         kind = grpc_server_kind(grpc_native, grpc_asyncio, batching is not None)
         self.grpc_native, self.grpc_asyncio = kind == "native", kind == "asyncio"
+        self._alone = None  # with batching on the native front end, where requests too large to batch run
         if self.grpc_native:
-            self._grpc = NativeGrpcServer(max_threads, max_request_bytes)
-            server, prediction = self._grpc, PredictionService(self.core, in_graph)
+            threads = max_threads
+            if batching is not None:
+                # A Predict waiting for its batch holds no thread (`Deferrable`), so the front end's threads
+                # only read requests and hand them on: a thread a core. More contend for the interpreter lock
+                # (`bench.serving_latency`: fewer batched requests/s with 32 or 64 than with 2 on two cores).
+                threads = min(max_threads, os.cpu_count() or 1)
+                self._alone = concurrent.futures.ThreadPoolExecutor(max_threads, thread_name_prefix="grpc-alone")
+            self._grpc = NativeGrpcServer(threads, max_request_bytes)
+            server, prediction = self._grpc, PredictionService(self.core, in_graph, alone=self._alone)
         elif self.grpc_asyncio:
             self._grpc = AsyncGrpcServer(options, max_threads, self.event_loop)
             server, prediction = self._grpc.server, AsyncPredictionService(self.core, self._grpc.executor, in_graph)
@@ -344,21 +357,25 @@ class ModelServer:
         if self._rest is not None:
             self._rest.stop()
         self._grpc.stop(grace).wait()
+        if self._alone is not None:
+            self._alone.shutdown(wait=False)
         self.core.close()
 
 
 def grpc_server_kind(grpc_native="auto", grpc_asyncio=None, batching=False):
     """Which gRPC server runs: "native", "asyncio" or "synchronous" (grpc's thread-pool server).
 
-    The fastest one measured for the setting (docs/serving.md): without
-    batching, the native front end where its package is installed (the
-    synchronous server where not); with batching, the asyncio server, where a
-    Predict waits for its batch without holding a thread.
+    The fastest one measured for the setting (docs/serving.md): the native
+    front end where its package is installed, with batching too (a Predict
+    waits for its batch without holding a thread); where not, the
+    synchronous server, or with batching the asyncio server, where a Predict
+    waits on the event loop.
 
     Args:
         grpc_native: True, False, or "auto" (native where installed, unless
-            gRPC runs on asyncio).
-        grpc_asyncio: True, False, or None (asyncio exactly when batching).
+            `grpc_asyncio` is True).
+        grpc_asyncio: True, False, or None (asyncio when batching and not
+            native).
         batching: whether batching is on.
 
     Raises:
@@ -376,7 +393,7 @@ def grpc_server_kind(grpc_native="auto", grpc_asyncio=None, batching=False):
         if reason is not None:
             raise ValueError(f"--grpc_native=true: {reason}")
         return "native"
-    if grpc_native == "auto" and not on_asyncio:
+    if grpc_native == "auto" and not grpc_asyncio:
         reason = native_grpc_unavailable()
         if reason is None:
             return "native"

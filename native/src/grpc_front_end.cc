@@ -5,16 +5,18 @@
 // round trips under the interpreter lock): about a third of a millisecond a
 // call on a small CPU before any model work. TF Serving's C++ server pays a
 // fraction of that. Here the C++ library speaks HTTP/2 and gRPC, and each
-// unary call costs one Python call: `handler(method, request_bytes)` returns
+// call costs one Python call: `handler(method, request_bytes, token)` returns
 // `(status_code, details, response_bytes)`.
 //
-// Server streaming (the health service's `Watch`): the handler answers code
-// kStream (-1) without running the method; the call then gets a token and
-// `start_stream(method, request_bytes, token)` starts it. Python answers it
-// later, from any thread, with `write(token, bytes)` and `finish(token, code,
-// details)`; when the call is over (finished, or cancelled by the client or
-// at shutdown) `stream_done(token)` tells Python, as grpc's own server runs a
-// context's callbacks. A stream holds no thread while it waits.
+// A call answered later: the handler returns kStream (-1) or kLater (-2)
+// instead, and Python answers the call's `token`, now or later and from any
+// thread, with `write(token, bytes)` and `finish(token, code, details[,
+// last])`. So a server-streaming method (the health service's `Watch`) sends
+// its responses, and a unary one waiting for its batch holds no thread (its
+// one response goes out with its status, `finish`'s `last`). For kStream,
+// `stream_done(token)` tells Python when the call is over (finished, or
+// cancelled by the client or at shutdown), as grpc's own server runs a
+// context's callbacks.
 //
 // Threading: `serve(i)` is run by Python thread i, which owns completion queue
 // i. The thread asks for one call at a time, reads its request, calls the
@@ -43,8 +45,10 @@ namespace py = pybind11;
 
 namespace {
 
-// What the handler answers for a method that streams its responses: "start it with start_stream".
+// What the handler answers for a call it answers later through its token: kStream when Python wants
+// `stream_done(token)` once the call is over, kLater when not.
 constexpr int kStream = -1;
+constexpr int kLater = -2;
 
 struct Queue;
 struct Call;
@@ -72,8 +76,10 @@ struct Call {
   Tag done{this, Tag::Kind::kDone};
   bool in_flight = false;  // an operation started whose tag has not come back
   bool done_seen = false;
-  // A streaming call's state, shared with Python's threads (under FrontEnd::streams_mutex_).
+  // A call answered through its token: its state, shared with Python's threads (under
+  // FrontEnd::streams_mutex_). Every call is in the token table while its handler runs.
   int64_t token = 0;
+  bool notify_done = false;      // kStream: Python hears stream_done(token)
   std::deque<std::string> writes;
   bool finishing = false;        // Python asked to finish: no more writes
   bool finish_started = false;
@@ -93,9 +99,9 @@ struct Queue {
 
 class FrontEnd {
  public:
-  FrontEnd(py::function handler, py::function start_stream, py::function stream_done, const std::string& address,
-           int threads, int max_receive_bytes)
-      : handler_(std::move(handler)), start_stream_(std::move(start_stream)), stream_done_(std::move(stream_done)) {
+  FrontEnd(py::function handler, py::function stream_done, const std::string& address, int threads,
+           int max_receive_bytes)
+      : handler_(std::move(handler)), stream_done_(std::move(stream_done)) {
     if (threads < 1) throw std::invalid_argument("threads must be at least 1");
     grpc::ServerBuilder builder;
     builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
@@ -169,10 +175,12 @@ class FrontEnd {
     }
   }
 
-  // Queue a response of streaming call `token`; false when the call is over (the client went away,
-  // the server stopped) or finishing. Never waits for the network.
+  // Queue a response of call `token`; false when the call is over (the client went away, the server
+  // stopped) or finishing. Never waits for the network, nor lets go of the interpreter lock: the lock
+  // below is only ever held for a few instructions, by threads that do not wait for the interpreter while
+  // they hold it, and a thread answering a batch would otherwise hand the interpreter to another thread
+  // at every response.
   bool Write(int64_t token, std::string data) {
-    py::gil_scoped_release unlocked;
     std::lock_guard<std::mutex> lock(streams_mutex_);
     Call* call = Stream(token);
     if (call == nullptr || call->finishing) return false;
@@ -181,12 +189,16 @@ class FrontEnd {
     return true;
   }
 
-  // End streaming call `token` with a status once its queued responses are sent; false when it is over.
-  bool Finish(int64_t token, int code, std::string details) {
-    py::gil_scoped_release unlocked;
+  // End call `token` with a status once its queued responses are sent, `last` (bytes, or None) the last
+  // of them (sent with the status: a unary call's one response); false when the call is over.
+  bool Finish(int64_t token, int code, std::string details, py::object last) {
+    std::string data;
+    bool has_last = !last.is_none();
+    if (has_last) data = last.cast<std::string>();
     std::lock_guard<std::mutex> lock(streams_mutex_);
     Call* call = Stream(token);
     if (call == nullptr || call->finishing) return false;
+    if (has_last) call->writes.push_back(std::move(data));
     call->finishing = true;
     call->status = grpc::Status(static_cast<grpc::StatusCode>(code), details);
     if (!call->in_flight) NextStreamOperation(call);
@@ -262,12 +274,22 @@ class FrontEnd {
     std::string request;
     request.reserve(call->request.Length());
     for (const auto& slice : slices) request.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    // In the token table before Python sees the call: a handler may answer it through the token at once,
+    // from another thread, before it returns.
+    int64_t token;
+    {
+      std::lock_guard<std::mutex> lock(streams_mutex_);
+      token = ++last_token_;
+      call->token = token;
+      call->step = Call::Step::kStreaming;
+      streams_[token] = call;
+    }
     int code = 0;
     std::string details, response;
     {
       py::gil_scoped_acquire locked;
       try {
-        py::tuple answer = handler_(call->context.method(), py::bytes(request));
+        py::tuple answer = handler_(call->context.method(), py::bytes(request), token);
         code = answer[0].cast<int>();
         details = answer[1].cast<std::string>();
         response = answer[2].cast<std::string>();
@@ -280,9 +302,16 @@ class FrontEnd {
         details = std::string("the request handler's answer is malformed: ") + error.what();
       }
     }
-    if (code == kStream) {
-      StartStream(call, request);
-      return;
+    {
+      std::lock_guard<std::mutex> lock(streams_mutex_);
+      if (code == kStream || code == kLater) {  // answered through the token, now or later
+        call->notify_done = code == kStream;
+        return;
+      }
+      // Answered now. (A handler that also used the token broke the protocol: its token's answer stands.)
+      if (call->finishing || call->in_flight || !call->writes.empty()) return;
+      streams_.erase(token);
+      call->step = Call::Step::kRead;
     }
     if (code != 0) {
       FinishUnary(call, grpc::Status(static_cast<grpc::StatusCode>(code), details));
@@ -295,26 +324,8 @@ class FrontEnd {
                                                    &call->operation); });
   }
 
-  // -- streaming calls: every step under streams_mutex_, since Python's threads write and finish ------
-  void StartStream(Call* call, const std::string& request) {
-    int64_t token;
-    {
-      std::lock_guard<std::mutex> lock(streams_mutex_);
-      token = ++last_token_;
-      call->token = token;
-      call->step = Call::Step::kStreaming;
-      streams_[token] = call;
-    }
-    py::gil_scoped_acquire locked;
-    try {
-      start_stream_(call->context.method(), py::bytes(request), token);
-    } catch (py::error_already_set& error) {
-      // The Python side turns every failure into a status; this is the last guard.
-      Finish(token, static_cast<int>(grpc::StatusCode::INTERNAL),
-             std::string("the stream's handler failed: ") + error.what());
-    }
-  }
-
+  // -- calls answered through their token: every step under streams_mutex_, since Python's threads write
+  // and finish ----------------------------------------------------------------------------------------
   Call* Stream(int64_t token) {
     auto found = streams_.find(token);
     return found == streams_.end() || found->second->over ? nullptr : found->second;
@@ -327,6 +338,12 @@ class FrontEnd {
       grpc::Slice slice(call->writes.front());
       call->writes.pop_front();
       call->response = grpc::ByteBuffer(&slice, 1);
+      if (call->finishing && call->writes.empty() && call->status.ok()) {  // the last response, with the status
+        call->finish_started = true;
+        Begin(call, [&] { call->stream.WriteAndFinish(call->response, grpc::WriteOptions(), call->status,
+                                                       &call->operation); });
+        return;
+      }
       if (!Begin(call, [&] { call->stream.Write(call->response, &call->operation); })) call->over = true;
     } else if (call->finishing) {
       call->finish_started = true;
@@ -354,8 +371,8 @@ class FrontEnd {
       std::lock_guard<std::mutex> lock(streams_mutex_);
       call->done_seen = true;
       if (call->step == Call::Step::kStreaming) {
-        token = call->token;
-        streams_.erase(token);
+        streams_.erase(call->token);
+        if (call->notify_done) token = call->token;
         call->over = true;
         call->writes.clear();
       }
@@ -373,7 +390,7 @@ class FrontEnd {
     if (settled) delete call;
   }
 
-  py::function handler_, start_stream_, stream_done_;
+  py::function handler_, stream_done_;
   grpc::AsyncGenericService service_;
   // Declared before the server: members are destroyed in reverse order, and the server must go first.
   std::vector<std::unique_ptr<Queue>> queues_;
@@ -390,24 +407,26 @@ class FrontEnd {
 PYBIND11_MODULE(_grpc_front_end, module) {
   module.doc() = "gRPC's transport in C++ (the system's gRPC library), every call answered by Python.";
   // What the Python side checks: a build older than its protocol must be rebuilt, not half work.
-  module.attr("PROTOCOL") = 2;
+  module.attr("PROTOCOL") = 3;
   module.attr("STREAM") = kStream;
+  module.attr("LATER") = kLater;
   py::class_<FrontEnd>(module, "FrontEnd")
-      .def(py::init<py::function, py::function, py::function, const std::string&, int, int>(), py::arg("handler"),
-           py::arg("start_stream"), py::arg("stream_done"), py::arg("address"), py::arg("threads"),
-           py::arg("max_receive_bytes"),
-           "Bind `address` and start taking calls; `handler(method, request)` answers each "
-           "`(code, details, response)`, or `(STREAM, '', b'')` for a streaming method, which "
-           "`start_stream(method, request, token)` then starts; `stream_done(token)` says a stream is over. "
+      .def(py::init<py::function, py::function, const std::string&, int, int>(), py::arg("handler"),
+           py::arg("stream_done"), py::arg("address"), py::arg("threads"), py::arg("max_receive_bytes"),
+           "Bind `address` and start taking calls; `handler(method, request, token)` answers each "
+           "`(code, details, response)`, or `(STREAM, '', b'')` / `(LATER, '', b'')` for a call it answers "
+           "through `token` with `write` and `finish`; after STREAM, `stream_done(token)` says the call is over. "
            "Raises RuntimeError when the address cannot be bound.")
       .def_property_readonly("port", &FrontEnd::port)
       .def_property_readonly("threads", &FrontEnd::threads)
       .def("serve", &FrontEnd::Serve, py::arg("index"),
            "Answer calls on completion queue `index` until shutdown (run by one thread per queue).")
       .def("write", &FrontEnd::Write, py::arg("token"), py::arg("data"),
-           "Queue a response of stream `token`; False when the stream is over or finishing.")
+           "Queue a response of call `token`; False when the call is over or finishing.")
       .def("finish", &FrontEnd::Finish, py::arg("token"), py::arg("code"), py::arg("details"),
-           "End stream `token` with a status after its queued responses; False when it is over.")
+           py::arg("last") = py::none(),
+           "End call `token` with a status after its queued responses and `last` (bytes, sent with the "
+           "status); False when it is over.")
       .def("shutdown", &FrontEnd::Shutdown, py::arg("grace"),
            "Stop taking calls; those in flight get `grace` seconds. Every `serve` then returns.");
 }

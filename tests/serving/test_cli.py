@@ -241,20 +241,22 @@ def test_a_signal_received_by_another_thread_still_stops_the_server():
     assert float(match.group(1)) < 5.0
 
 
-def test_grpc_native_auto_is_the_native_front_end_where_installed_unless_grpc_runs_on_asyncio(monkeypatch, caplog):
+def test_grpc_native_auto_is_the_native_front_end_where_installed_unless_asyncio_is_asked_for(monkeypatch, caplog):
     from keras_relmem.serving.grpc_native import NOT_INSTALLED, OUTDATED
 
     kind = server_module.grpc_server_kind
     monkeypatch.setattr(server_module, "native_grpc_unavailable", lambda: None)
     assert kind() == "native"
-    assert kind("auto", None, True) == "asyncio"  # batching: a Predict waits for its batch on the event loop
-    assert kind("auto", True, False) == "asyncio"
+    assert kind("auto", None, True) == "native"  # batching: a Predict waits for its batch without a thread
+    assert kind("auto", True, False) == "asyncio" and kind("auto", True, True) == "asyncio"
     assert kind("auto", False, True) == "native"
     assert kind(False) == "synchronous" and kind(False, None, True) == "asyncio"
+    assert kind(False, False, True) == "synchronous"
     assert kind(True, None, True) == "native"
     monkeypatch.setattr(server_module, "native_grpc_unavailable", lambda: NOT_INSTALLED)
     with caplog.at_level(logging.WARNING, logger="keras_relmem.serving"):
         assert kind() == "synchronous"  # a wheel alone: grpc's Python server, quietly
+        assert kind("auto", None, True) == "asyncio"  # and with batching its asyncio server, as before
     assert not caplog.records
     with pytest.raises(ValueError, match="keras-relmem-native"):
         kind(True)

@@ -330,10 +330,10 @@ def test_a_stream_whose_start_fails_in_python_ends_with_internal_and_the_server_
     server = NativeGrpcServer(max_threads=1, max_request_bytes=1 << 20)
     server.add_generic_rpc_handlers((_echo_handlers(Echo()),))
 
-    def broken(method, request, token):  # the C++ side's last guard, for a failure the Python side missed
+    def broken(handler, method, message, token):  # the C++ side's last guard, for a failure Python missed
         raise ZeroDivisionError("no stream")
 
-    server._start_stream = broken
+    server._stream = broken
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
