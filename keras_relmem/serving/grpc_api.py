@@ -21,6 +21,7 @@ from tensorflow_serving.apis import (
 )
 
 from keras_relmem.serving import tensors
+from keras_relmem.serving.batching import ExecutorLoop
 from keras_relmem.serving.errors import ServingError, invalid
 from keras_relmem.serving.metrics import RequestRecord
 from keras_relmem.serving.servable import CLASSIFY_METHOD, REGRESS_METHOD
@@ -93,6 +94,18 @@ def _guarded(api):
         return wrapper
 
     return decorate
+
+
+def _respond(name, record, respond, make):
+    """`respond(OK, "", make())`, or `respond` with the status of `make`'s failure (counted in `record`): the end
+    of a call of method `name` answered later (`Deferrable`)."""
+    try:
+        response = make()
+    except Exception as error:  # the server must survive anything a request triggers
+        respond(*_failed(name, record, error), None)
+        return
+    record.finish("OK")
+    respond(grpc.StatusCode.OK, "", response)
 
 
 class Deferrable:
@@ -188,7 +201,9 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             can (`Servable.predict_in_graph`), when the core does not batch;
             False always takes the Python path, as before.
         alone: with batching, the executor where `predict_later` runs a
-            request too large to batch (None: on the thread that took it).
+            request too large to batch, and where Classify and Regress (which
+            wait for their batch) run, off the front end's threads (None: on
+            the thread that took them).
 
     Example:
 
@@ -200,9 +215,15 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     def __init__(self, core, in_graph=True, alone=None):
         self.core = core
         self._alone = alone
+        # Where a batch's answers are made and sent, so that its thread goes on to the next batch meanwhile.
+        self._answer_on = ExecutorLoop(alone) if alone is not None else None
         self.in_graph = bool(in_graph) and not core.batching  # a batch merges requests in Python
         if core.batching and not inspect.iscoroutinefunction(self.Predict):  # (asyncio's server awaits its batch)
             self.Predict = Deferrable(self.Predict, self.predict_later)
+            if alone is not None:
+                for name, api, run in (("Classify", "classify", classify), ("Regress", "regress", regress)):
+                    later = functools.partial(self._on_pool, name, api, run)
+                    setattr(self, name, Deferrable(getattr(self, name), later))
 
     @_guarded("predict")
     def Predict(self, request, context, record):
@@ -216,27 +237,21 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
     def predict_later(self, request, respond):
         """Predict with batching, answered through `respond(code, details, response)` once the request's batch
-        has run (on the batch's thread), so no thread waits for the batch (`Deferrable`). A request that runs
-        alone runs here."""
+        has run, so no thread waits for the batch (`Deferrable`): on the `alone` pool, which takes a batch's
+        answers in one task while the batch's thread goes on to the next batch (or on the batch's thread,
+        without a pool). A request that runs alone runs on the pool too."""
         record = _started(self, "predict", request)
         try:
             servable, key, inputs = predict_inputs(self.core, request, record)
             output_filter = tuple(request.output_filter)
             servable.check_outputs(key, output_filter)
-            key, checked, future = self.core.batch_future(servable, key, inputs)
+            key, checked, future = self.core.batch_future(servable, key, inputs, loop=self._answer_on)
         except Exception as error:  # the server must survive anything a request triggers
             respond(*_failed("Predict", record, error), None)
             return
         if future is None:  # it runs alone (too large to batch, or its version is being unloaded)
-            def alone():
-                try:
-                    response = predict_response(servable, key, servable.call(key, checked, output_filter))
-                except Exception as error:
-                    respond(*_failed("Predict", record, error), None)
-                    return
-                record.finish("OK")
-                respond(grpc.StatusCode.OK, "", response)
-
+            alone = functools.partial(_respond, "Predict", record, respond, lambda: predict_response(
+                servable, key, servable.call(key, checked, output_filter)))
             if self._alone is None:
                 alone()
             else:
@@ -244,18 +259,20 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             return
 
         def batched(done):
-            try:
+            def response():
                 outputs = done.result()
                 if output_filter:
                     outputs = {alias: outputs[alias] for alias in output_filter}
-                answer = predict_response(servable, key, outputs)
-            except Exception as error:
-                respond(*_failed("Predict", record, error), None)
-                return
-            record.finish("OK")
-            respond(grpc.StatusCode.OK, "", answer)
+                return predict_response(servable, key, outputs)
+
+            _respond("Predict", record, respond, response)
 
         future.add_done_callback(batched)
+
+    def _on_pool(self, name, api, run, request, respond):
+        """Method `name` (`run(core, request, record)`, which waits for its batch) on the `alone` pool."""
+        record = _started(self, api, request)
+        self._alone.submit(_respond, name, record, respond, lambda: run(self.core, request, record))
 
     @_guarded("metadata")
     def GetModelMetadata(self, request, context, record):

@@ -7,7 +7,7 @@ import grpc
 import numpy as np
 import pytest
 
-from keras_relmem.serving.batching import Batcher, parse_batching_parameters
+from keras_relmem.serving.batching import Batcher, ExecutorLoop, parse_batching_parameters
 from keras_relmem.serving.client import ServingClient
 from keras_relmem.serving.errors import ServingError
 from keras_relmem.serving.server import ModelServer
@@ -141,6 +141,23 @@ def test_closing_a_batcher_of_several_threads_still_answers_what_it_holds():
     assert not any(thread.is_alive() for thread in batcher._threads)
     with pytest.raises(ValueError, match="num_batch_threads must be >= 1"):
         Batcher(model, num_threads=0)
+
+
+def test_an_executor_loop_settles_a_batch_in_one_task_on_its_executor():
+    model = CountingModel()
+    batcher = Batcher(model, max_batch_size=4, timeout=0.2)
+    where = []
+    with concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="answers") as pool:
+        loop = ExecutorLoop(pool)
+        futures = [batcher.submit_future({"x": np.array([[i, 1.0]])}, loop=loop) for i in range(3)]
+        for future in futures:
+            future.add_done_callback(lambda _: where.append(threading.current_thread().name))
+        got = [future.result(timeout=10)["y"] for future in futures]
+    batcher.close()
+    assert model.calls == [3]
+    np.testing.assert_array_equal(np.concatenate(got), [[0, 2], [2, 2], [4, 2]])
+    # The callbacks (a request's answer made and sent) ran on the executor, in one task: not on the batch's thread.
+    assert len(where) == 3 and len(set(where)) == 1 and where[0].startswith("answers"), where
 
 
 def test_batching_parameters_file_format():

@@ -46,11 +46,14 @@ def _examples(request, rows):
         example.features.feature["x"].float_list.value.extend(row)
 
 
-@pytest.fixture(scope="module")
-def classifier_server(tmp_path_factory):
+# Unbatched, and batched: on the default gRPC server (native where installed) Classify and Regress, which wait
+# for their batch, then run on a pool rather than on the front end's threads.
+@pytest.fixture(scope="module", params=[None, {"max_batch_size": 8, "batch_timeout_micros": 1000}],
+                ids=["unbatched", "batched"])
+def classifier_server(request, tmp_path_factory):
     base = tmp_path_factory.mktemp("classifier")
     _export(base / "colours" / "1")
-    server = ModelServer(configs_for(base, ["colours"]), port=0, poll_seconds=0).start()
+    server = ModelServer(configs_for(base, ["colours"]), port=0, poll_seconds=0, batching=request.param).start()
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
     yield prediction_service_pb2_grpc.PredictionServiceStub(channel)
     channel.close()

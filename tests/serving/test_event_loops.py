@@ -70,7 +70,8 @@ def _rest_predict(port, story, query):
 @pytest.mark.parametrize("kind", ["asyncio", "uvloop"])
 def test_batched_grpc_and_rest_answer_on_each_loop(exports, server, kind):
     batched = ModelServer(configs_for(exports.base, ["babi"]), port=0, rest_api_port=-1, poll_seconds=0,
-                          batching={"max_batch_size": 8, "batch_timeout_micros": 20_000}, event_loop=kind).start()
+                          batching={"max_batch_size": 8, "batch_timeout_micros": 20_000}, event_loop=kind,
+                          grpc_asyncio=True).start()  # (batched gRPC is native by default where installed)
     arrays = exports.data.arrays("test")
     merged, plain = ServingClient(f"127.0.0.1:{batched.port}"), ServingClient(f"127.0.0.1:{server.port}")
     try:
