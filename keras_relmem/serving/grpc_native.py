@@ -14,13 +14,16 @@ and health servicer the other servers run), the response's bytes out.
 It takes the servicers as `grpc.server` does (the generated
 `add_..._to_server` functions call `add_generic_rpc_handlers`), and has the
 methods `ModelServer` uses of a server: `add_insecure_port`, `start`, `stop`,
-`wait_for_termination`. Everything TF Serving's APIs have is unary; methods
-that stream their responses (the health service's `Watch`) are served too, as
-grpc's own server serves them: a servicer marked `experimental_non_blocking`
-(the health servicer) answers through a callback and holds no thread while it
-waits, any other streams from its own thread, and a call's end (finished,
-cancelled by the client, or cut at shutdown) runs the callbacks its context
-was given. Methods that stream requests answer UNIMPLEMENTED.
+`wait_for_termination`. A unary method wrapped as a `grpc_api.Deferrable`
+(a Predict with batching) is answered later instead, from whichever thread
+has its answer, so it holds no thread while it waits. Everything TF
+Serving's APIs have is unary; methods that stream their responses (the
+health service's `Watch`) are served too, as grpc's own server serves them:
+a servicer marked `experimental_non_blocking` (the health servicer) answers
+through a callback and holds no thread while it waits, any other streams
+from its own thread, and a call's end (finished, cancelled by the client, or
+cut at shutdown) runs the callbacks its context was given. Methods that
+stream requests answer UNIMPLEMENTED.
 
 Example:
 

@@ -343,3 +343,44 @@ def test_a_stream_whose_start_fails_in_python_ends_with_internal_and_the_server_
             assert _call(channel, "Echo", b"ok") == b"ko"
     finally:
         server.stop(1.0).wait()
+
+
+def test_a_deferrable_method_is_answered_later_from_another_thread_and_holds_no_thread():
+    from keras_relmem.serving.grpc_api import Deferrable
+
+    timers = []
+
+    def later(request, respond):  # answers 0.3 s later, from a timer's thread
+        timer = threading.Timer(0.3, respond, args=(grpc.StatusCode.OK, "", request[::-1]))
+        timers.append(timer)
+        timer.start()
+
+    def later_raise(request, respond):
+        raise KeyError("lost")
+
+    def later_refuse(request, respond):
+        respond(grpc.StatusCode.NOT_FOUND, "gone", None)
+
+    def now(request, context):
+        return b"now:" + request
+
+    methods = {name: grpc.unary_unary_rpc_method_handler(Deferrable(now, function))
+               for name, function in (("Later", later), ("LaterRaise", later_raise), ("LaterRefuse", later_refuse))}
+    server = NativeGrpcServer(max_threads=1, max_request_bytes=1 << 20)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, methods),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            assert _status(lambda: _call(channel, "LaterRefuse")) == (grpc.StatusCode.NOT_FOUND, "gone")
+            started = time.monotonic()
+            with concurrent.futures.ThreadPoolExecutor(6) as pool:
+                got = list(pool.map(lambda i: _call(channel, "Later", bytes([i, 9])), range(6)))
+            # One front-end thread, six calls each answered 0.3 s later: together, not one after another.
+            assert time.monotonic() - started < 1.2
+            assert got == [bytes([9, i]) for i in range(6)]
+            code, details = _status(lambda: _call(channel, "LaterRaise"))
+            assert code == grpc.StatusCode.UNKNOWN and "lost" in details
+        assert Deferrable(now, later)(b"x", None) == b"now:x"  # what grpc's own servers call
+    finally:
+        server.stop(1.0).wait()
