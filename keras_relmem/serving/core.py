@@ -5,6 +5,7 @@ import threading
 from tensorflow_serving.apis import get_model_metadata_pb2
 
 from keras_relmem.serving.batching import Batcher
+from keras_relmem.serving.servable import select_outputs
 
 
 class ServingCore:
@@ -47,10 +48,7 @@ class ServingCore:
         _, checked, future = self.batch_future(servable, key, inputs, exact_dtypes)
         if future is None:
             return servable, key, servable.call(key, checked, output_filter)
-        outputs = future.result()
-        if output_filter:
-            outputs = {alias: outputs[alias] for alias in output_filter}
-        return servable, key, outputs
+        return servable, key, select_outputs(future.result(), output_filter)
 
     def batch_future(self, servable, signature_name, inputs, exact_dtypes=True, loop=None):
         """Check a request and queue it for a batch without waiting for it.

@@ -32,6 +32,7 @@ from keras_relmem.serving.grpc_api import (
     predict_inputs,
     predict_response,
 )
+from keras_relmem.serving.servable import select_outputs
 
 
 class AsyncPredictionService(PredictionService):
@@ -68,9 +69,7 @@ class AsyncPredictionService(PredictionService):
         if future is None:
             outputs = await loop.run_in_executor(self._executor, servable.call, key, checked, output_filter)
         else:
-            outputs = await future
-            if output_filter:
-                outputs = {alias: outputs[alias] for alias in output_filter}
+            outputs = select_outputs(await future, output_filter)
         return predict_response(servable, key, outputs)
 
 

@@ -24,7 +24,7 @@ from keras_relmem.serving import tensors
 from keras_relmem.serving.batching import ExecutorLoop
 from keras_relmem.serving.errors import ServingError, invalid
 from keras_relmem.serving.metrics import RequestRecord
-from keras_relmem.serving.servable import CLASSIFY_METHOD, REGRESS_METHOD
+from keras_relmem.serving.servable import CLASSIFY_METHOD, REGRESS_METHOD, select_outputs
 
 log = logging.getLogger("keras_relmem.serving")
 
@@ -259,13 +259,8 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             return
 
         def batched(done):
-            def response():
-                outputs = done.result()
-                if output_filter:
-                    outputs = {alias: outputs[alias] for alias in output_filter}
-                return predict_response(servable, key, outputs)
-
-            _respond("Predict", record, respond, response)
+            _respond("Predict", record, respond,
+                     lambda: predict_response(servable, key, select_outputs(done.result(), output_filter)))
 
         future.add_done_callback(batched)
 

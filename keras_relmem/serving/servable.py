@@ -30,6 +30,12 @@ def _shape_text(shape):
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
+
+def select_outputs(outputs, output_filter):
+    """`outputs` (`{alias: value}`) reduced to the aliases of `output_filter` (TF Serving's `output_filter`: all
+    of them when it is empty), in its order."""
+    return {alias: outputs[alias] for alias in output_filter} if output_filter else outputs
+
 class Servable:
     """A SavedModel version ready to answer.
 
@@ -276,7 +282,7 @@ class Servable:
             outputs = in_graph(request, flat.captures)
         except tf.errors.OpError:
             return None
-        return {alias: outputs[alias] for alias in output_filter} if output_filter else outputs
+        return select_outputs(outputs, output_filter)
 
     def call(self, key, checked, output_filter=()):
         """Run signature `key` on inputs `check_inputs` returned; `{output alias: np.ndarray}`."""
