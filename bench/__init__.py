@@ -4,8 +4,11 @@ Every bench prints a table next to the paper's figures and writes the same as
 JSON under `bench/results/`; `python -m bench.report` turns those files into
 `docs/results.md` and the README's results summary. Long runs are resumable.
 
-Shared pieces: `bench.cli` (flags, thread limits, the command dispatch),
-`bench.results` (reading and merging results files), `bench.budget` (unfinished
-runs and curve pictures over `keras_relmem.training.train_in_rounds`), `bench.memo` (MEMO's halting flags and batched
-inference) and `bench.timing` (steady-state step timing).
+The benches that measure a library recipe train it with `kr.train` (a config of
+`keras_relmem.configs`, flags parsed as its `relmem-...` command parses them) and
+keep only their tables, pictures and extra measurements. Shared pieces:
+`bench.cli` (flags, thread limits, the command dispatch, `kr.train` with the
+result recorded as it goes), `bench.results` (reading and merging results
+files), `bench.budget` (runs by name and curve pictures) and `bench.timing`
+(steady-state step timing).
 """

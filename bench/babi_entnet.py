@@ -13,7 +13,7 @@ once, so a rerun skips it and the table fills over several sittings:
 `{"tasks": {"2": {"error": %, "validation_error": %, "epochs": n, "minutes": m,
 "seed": s, "runs": {...}}}, "args": ...}`.
 
-Training uses the fast path of `tasks/train_babi.py`: batches of stories of
+Training uses the fast path of `relmem-train-babi`: batches of stories of
 similar length (`BabiData.bucketed_dataset`) and, with `--jit-compile`
 (default on), XLA with one compilation per bucket bound (see
 `bench.entnet_speed`). `--schedule step` is the paper's (halve every 25
@@ -29,7 +29,7 @@ Hutter 2019), which task 19 needs to generalise within minutes;
 `--decay-scope matrices` spares the positional masks, PReLU slopes and biases
 (`keras_relmem.training.adam`). `--embedding-stddev` draws the embeddings,
 and so the tied keys, from N(0, stddev) (the paper's 0.1).
-`tasks/train_babi.py`'s default recipe is
+The library's default EntNet recipe (`entnet_babi`) is
 `--schedule cyclic --tied-keys --weight-decay 0.02 --decay-scope matrices
 --embedding-stddev 0.3`.
 
@@ -42,6 +42,7 @@ Usage:
 """
 
 import argparse
+import dataclasses
 import functools
 import json
 import os
@@ -150,79 +151,56 @@ def adjust_model(args, seed):
     return adjust
 
 
-def task_arguments(task, seed, args, workdir):
-    """`tasks/train_babi.py`'s arguments for one (task, seed) of this bench: every recipe flag explicit (so
-    the run does not depend on the script's default recipe), the budget, and the best validation epoch
-    tested, as the paper picks its best run by validation. Task 3 trains on en (its en-10k training file is
-    missing from our copy)."""
-    return ["--model", "entnet", "--task", str(task), "--data", "en" if task == 3 else "en-10k",
-            "--seed", str(seed), "--epochs", str(args.epochs), "--schedule", args.schedule,
-            "--learning-rate", repr(args.learning_rate), "--min-learning-rate", repr(args.min_learning_rate),
-            "--half-cycle-epochs", repr(args.half_cycle_epochs), "--patience", str(args.patience),
-            "--weight-decay", repr(args.weight_decay), "--decay-scope", args.decay_scope,
-            "--embedding-stddev", repr(args.embedding_stddev), "--tied-keys" if args.tied_keys else "--no-tied-keys",
-            "--batch-size", "32", "--clipnorm", "40.0", "--halve-every", "25",
-            "--budget-minutes", repr(args.budget_minutes), "--restore-best",
-            "--jit-compile" if args.jit_compile else "--no-jit-compile",
-            *(["--max-steps", str(args.max_steps)] if args.max_steps else []),
-            "--no-export", "--verbose", "0", "--workdir", str(workdir)]
+def task_config(task, seed, args):
+    """The `configs.BabiConfig` of one (task, seed) of this bench: every recipe field of the bench's flags
+    (so the run does not depend on the default recipe), the budget, and the best validation epoch tested, as
+    the paper picks its best run by validation. Task 3 trains on en (its en-10k training file is missing from
+    our copy)."""
+    from keras_relmem import recipes
 
-
-# the task script's run-placement flags: not part of what a command reproduces
-_PLACEMENT = {"--no-export", "--verbose", "--workdir"}
-
-
-def task_command(argv):
-    """The shortest `python tasks/train_babi.py ...` that trains what `argv` does: the flags whose value
-    differs from the script's default recipe for that task and data (run placement left out)."""
-    from keras_relmem.tasks import babi
-
-    given = babi.resolve_args(argv)
-    default = babi.resolve_args(["--task", str(given.task), "--data", given.data])
-    tokens, index = ["--task", str(given.task), "--data", given.data], 0
-    while index < len(argv):
-        flag = argv[index]
-        takes_value = index + 1 < len(argv) and not argv[index + 1].startswith("--")
-        value = argv[index + 1] if takes_value else None
-        index += 2 if takes_value else 1
-        name = flag[2:].replace("-", "_")
-        if flag in _PLACEMENT or name in ("task", "data"):
-            continue
-        key = name[3:] if name.startswith("no_") and not hasattr(given, name) else name
-        if getattr(given, key) != getattr(default, key):
-            tokens += [flag] + ([value] if takes_value else [])
-    return " ".join(["python tasks/train_babi.py", *tokens])
+    return dataclasses.replace(
+        recipes.get("entnet_babi"), task=task, data="en" if task == 3 else "en-10k", seed=seed, epochs=args.epochs,
+        schedule=args.schedule, learning_rate=args.learning_rate, min_learning_rate=args.min_learning_rate,
+        half_cycle_epochs=args.half_cycle_epochs, patience=args.patience, weight_decay=args.weight_decay,
+        decay_scope=args.decay_scope, embedding_stddev=args.embedding_stddev, tied_keys=args.tied_keys,
+        batch_size=32, clipnorm=40.0, halve_every=25, budget_minutes=args.budget_minutes, restore_best=True)
 
 
 def train_task(task, seed, args):
-    """One (task, seed): the task script's training (`keras_relmem.tasks.babi.train_one`) with this bench's
-    experiments, and what the table keeps of it."""
+    """One (task, seed): the library's training of one bAbI model (`keras_relmem.tasks.babi.train_one`) with
+    this bench's experiments, and what the table keeps of it."""
     import numpy as np
 
     from keras_relmem import distribute
+    from keras_relmem.commands import command_line
+    from keras_relmem.runs import RunOptions
     from keras_relmem.tasks import babi
 
     folder = pathlib.Path(args.workdir) / f"task{task}_seed{seed}"
-    argv = task_arguments(task, seed, args, folder)
-    script = babi.resolve_args(argv)
-    babi.check_inputs(script)
+    config = task_config(task, seed, args)
+    babi.check_files(config)
+    run = RunOptions(workdir=str(folder), export=False, verbose=0, jit_compile=args.jit_compile,
+                     max_steps=args.max_steps)
     keras.utils.set_random_seed(seed)
     # one row per epoch (loss and accuracy, training and validation), so a long run can be watched with `tail -f`
     progress = keras.callbacks.CSVLogger(str(pathlib.Path(args.workdir) / f"task{task}_seed{seed}.csv"))
     pathlib.Path(args.workdir).mkdir(parents=True, exist_ok=True)
     model, data, accuracy, seconds, _, record = babi.train_one(
-        script, [task], folder, distribute.get_strategy("auto"), callbacks=[progress],
+        config, run, [task], folder, distribute.get_strategy("auto"), callbacks=[progress],
         adjust_model=adjust_model(args, seed),
         optimizer_options=optimizer_options(args.clip, args.gradient_noise, seed))
     epochs = record["epochs"]
     best = int(np.argmin([e["val_loss"] for e in epochs]))
     return {"error": round(100 * (1 - accuracy[task][0]), 2),
             "validation_error": round(100 * (1 - epochs[best]["val_accuracy"]), 2),
-            "epochs": len(epochs), "minutes": round(seconds / 60, 2), "seed": seed, "data": script.data,
+            "epochs": len(epochs), "minutes": round(seconds / 60, 2), "seed": seed, "data": config.data,
             "final_learning_rate": epochs[-1]["learning_rate"],
             "loss_curve": [round(e["loss"], 4) for e in epochs],
             "val_loss_curve": [round(e["val_loss"], 4) for e in epochs],
-            "best_epoch": best + 1, "command": task_command(argv)}
+            "best_epoch": best + 1,
+            # the run's controls that change what it trains go with the config's flags
+            "command": " ".join([command_line(config), "--jit-compile" if args.jit_compile else "--no-jit-compile",
+                                 *(["--max-steps", str(args.max_steps)] if args.max_steps else [])])}
 
 
 def _best_of(runs):

@@ -1,20 +1,7 @@
-"""What the equal-wall-clock benchmarks add to `keras_relmem.training.train_in_rounds`: unfinished runs
-recorded as they go, and every model's curve in one picture.
-"""
+"""What the equal-wall-clock benchmarks share when they report: their runs by name, and every model's curve in
+one picture."""
 
 import pathlib
-
-from bench.results import merge_result
-
-
-def record_unfinished(path, key, summary, arguments, budget_minutes):
-    """An `on_round` for `keras_relmem.training.train_in_rounds`: while the budget is not spent, `{"complete": False,
-    **summary(curve)}` goes into `results[key]` of the file at `path`, so a stopped run shows its progress."""
-    def record(curve):
-        if curve[-1]["minutes"] < budget_minutes:
-            merge_result(path, key, {"complete": False, **summary(curve)}, arguments)
-
-    return record
 
 
 def run_names(results):

@@ -1,6 +1,9 @@
-"""What every bench command shares: its common flags, thread limits and the choice of what to run."""
+"""What every bench command shares: its common flags, thread limits, the choice of what to run, and (for the
+benches that train a library config) its flags parsed as the library's command parses them."""
 
-from keras_relmem.tasks.common import limit_threads  # noqa: F401  (the benches' thread limit is the library's)
+import sys
+
+from keras_relmem.training import limit_threads  # noqa: F401  (the benches' thread limit is the library's)
 
 
 def add_bench_arguments(parser, workdir, results, report_help="print the table from the JSON", seed=True):
@@ -18,30 +21,61 @@ def add_bench_arguments(parser, workdir, results, report_help="print the table f
     return parser
 
 
-def add_recipe_argument(parser, task, default=None):
-    """--recipe NAME: one of `task`'s recipes (`keras_relmem.recipes.names(task)`) gives the flags' defaults.
-    Added first, so a recorded run's arguments name the recipe before the flags that override it."""
-    from keras_relmem import recipes
+def parse_config(argv, config_class, workdir, results, description, modes=(), derived=(), more=None):
+    """A bench's flags for a library config: the config's fields (and `--recipe`, from `keras_relmem.recipes`)
+    parsed as its `relmem-...` command parses them, over the config class's own defaults; the run's flags
+    (`--workdir`, `--threads`, `--results`, ...); `--name`, `--report` and the bench's `modes` (flags that
+    choose another mode, each a `store_true`).
 
-    parser.add_argument("--recipe", choices=recipes.names(task), default=default,
-                        help="a named recipe (keras_relmem.recipes) whose settings are the defaults of the other "
-                             "flags; an explicit flag overrides its part (default: %(default)s)")
-    return parser
+    Returns the flags as a namespace holding every field of the config (and its `derived` properties, e.g.
+    MEMO's hops, as results files recorded them), with `config`, the config itself. `more(parser)` adds a
+    bench's other flags.
+    """
+    from keras_relmem.commands import parse
+
+    def extra(parser):
+        parser.add_argument("--name", default=None, help="the run's key in the results (default: the model)")
+        parser.add_argument("--report", action="store_true", help="print the tables from the JSON")
+        for mode, text in modes:
+            parser.add_argument("--" + mode.replace("_", "-"), action="store_true", help=text)
+        if more:
+            more(parser)
+
+    config, _, args = parse(argv, [config_class], lambda given: config_class(), workdir, description, extra=extra)
+    for name, value in config.to_dict().items():
+        setattr(args, name, value)
+    for name in derived:
+        setattr(args, name, getattr(config, name))
+    args.recipe, args.config = config.recipe, config
+    args.results = args.results or str(results)
+    return args
 
 
-def parse_with_recipe(parser, argv):
-    """Parse `argv` with the defaults of its --recipe (explicit flags still win)."""
-    from keras_relmem.tasks.common import apply_recipe
+def train_config(args, workdir, key, record):
+    """Train `args.config` in `workdir` through `kr.train` (export off, the bench's threads), recording the
+    result so far after every round and the complete one at the end with `record(result)`; returns it."""
+    from keras_relmem.runs import RunRefused, train
 
-    name = parser.parse_known_args(argv)[0].recipe
-    if name:
-        apply_recipe(parser, name)
-    return parser.parse_args(argv)
+    try:
+        result = train(args.config, workdir=str(workdir), threads=args.threads, export=False,
+                       results=str(workdir / "results.json"), on_round=record, verbose=0,
+                       command=" ".join(["python -m bench." + key, *sys.argv[1:]]))
+    except RunRefused as error:
+        raise SystemExit(f"error: {error}") from None
+    record(result)
+    return result
+
+
+# the library command's run flags that a bench's results do not record (where and how it ran, not what)
+LIBRARY_RUN_FLAGS = ("resume", "export_dir", "export", "strategy", "jit_compile", "logdir", "max_steps",
+                     "max_eval_steps", "verbose", "plot")
 
 
 def run_arguments(args, *leave_out):
-    """The run's arguments as recorded in its results file (without --report, --results and `leave_out`)."""
-    skip = {"report", "results", *leave_out}
+    """The run's arguments as recorded in its results file (without --report, --results, the config object and
+    `leave_out`)."""
+    library = LIBRARY_RUN_FLAGS if hasattr(args, "config") else ()
+    skip = {"report", "results", "config", "list_recipes", *library, *leave_out}
     return {k: v for k, v in vars(args).items() if k not in skip}
 
 

@@ -62,20 +62,21 @@ def _bench_parser():
 
 
 def parse_args(argv=None):
-    """The bench's own flags, and every other flag parsed by `tasks/train_lte.py`'s parser, in one namespace."""
-    from keras_relmem.tasks import lte as lte_task
+    """The bench's own flags, and every other flag a field of the library's `configs.LTEConfig` (parsed as
+    `relmem-train-lte` parses it, from the config class's defaults), in one namespace."""
+    from keras_relmem.commands import parse
+    from keras_relmem.configs import LTEConfig
 
     bench = _bench_parser()
     args, rest = bench.parse_known_args(argv)
-    task_parser = lte_task.build_parser()
     if "-h" in rest or "--help" in rest:
         argparse.ArgumentParser(description=__doc__.splitlines()[0], parents=[bench]).print_help()
-        print("\nAny other flag of tasks/train_lte.py (model, optimizer, curriculum) is passed to it:")
-        task_parser.print_help()
-        raise SystemExit(0)
+        print("\nAny other flag of relmem-train-lte (model, optimizer, curriculum) is passed to it:")
+        parse(["--help"], [LTEConfig], lambda given: LTEConfig(), "runs/lte")
     ours = {a.dest for a in bench._actions}
-    task_args = task_parser.parse_args(rest + ["--task", args.task, "--model", args.model])
-    for key, value in vars(task_args).items():
+    config, _, _ = parse(rest + ["--task", args.task, "--model", args.model], [LTEConfig],
+                         lambda given: LTEConfig(), "runs/lte")
+    for key, value in config.to_dict().items():
         if key not in ours:
             setattr(args, key, value)
     if args.budget_minutes is None:

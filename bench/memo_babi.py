@@ -1,14 +1,14 @@
 """MEMO on bAbI in the paper's joint set-up, measured: the joint trainer of the library
-(`keras_relmem.tasks.babi_joint`, what `tasks/train_babi.py --model memo --task all --joint` runs), its
+(`keras_relmem.tasks.babi_joint`, what `relmem-train-babi --model memo --task all --joint` runs), its
 results next to the paper's Table 3, the hops picture, and the input pipeline's speed.
 
 Banino et al. 2020 (Table 3) train one MEMO on the 20 tasks together and report
 0.21% mean test error with 20/20 tasks solved (error < 5%). This bench runs
-the same training as the task script (the flags, the recipes, the rounds and
-their evaluation are the library's), records its arguments in
+the same training as the command (`kr.train` of a `configs.BabiJointConfig`:
+the flags, the recipes, the rounds and their evaluation are the library's), records its config in
 `bench/results/memo_babi*.json` and draws the tables of docs/results.md; a
 rerun with a larger `--budget-minutes` continues where the last round ended.
-Unlike the task script it starts from the flags' own defaults unless
+Unlike the command it starts from the config class's own defaults unless
 `--recipe` names one, so every committed results file's command reads back.
 
 Usage:
@@ -22,7 +22,7 @@ import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from bench.cli import dispatch, limit_threads, run_arguments  # noqa: E402
+from bench.cli import dispatch, limit_threads, parse_config  # noqa: E402
 from bench.results import RESULTS_DIR, cell, read_results  # noqa: E402
 from bench.timing import seconds_for_steps  # noqa: E402
 from keras_relmem.tasks import babi_joint  # noqa: E402
@@ -39,44 +39,57 @@ MULTI_FACT = (2, 3, 16, 19)
 
 
 def parse_args(argv=None):
-    """The joint trainer's flags (`keras_relmem.tasks.babi_joint`) with the bench's defaults (no recipe,
-    bench/results/memo_babi.json, no export) and its own modes: --report and --speed."""
-    parser = babi_joint.build_parser(__doc__.splitlines()[0], workdir="runs/bench_memo_babi")
-    parser.add_argument("--report", action="store_true", help="print the table and draw the hops picture")
-    parser.add_argument("--speed", action="store_true", help="measure examples/s of the training step and exit")
-    parser.add_argument("--speed-steps", type=int, default=60)
-    parser.set_defaults(results=str(RESULTS), no_export=True)
-    return babi_joint.parse_args(argv, parser)
+    """The joint trainer's flags (a `configs.BabiJointConfig`'s fields and the run's) with the bench's defaults
+    (the config's own values unless --recipe names one, bench/results/memo_babi.json, no export) and its own
+    modes: --report and --speed. Returns the flags, with `config` and `options` (`kr.train`'s) among them."""
+    from keras_relmem.configs import BabiJointConfig
+
+    args = parse_config(argv, BabiJointConfig, "runs/bench_memo_babi", RESULTS, __doc__.splitlines()[0],
+                        modes=(("speed", "measure examples/s of the training step and exit"),),
+                        more=lambda parser: parser.add_argument("--speed-steps", type=int, default=60))
+    # as results files recorded them: the implied values filled in (babi_joint.resolve), no tasks as None
+    for name, value in babi_joint.resolve(args.config).to_dict().items():
+        setattr(args, name, value)
+    args.jit_compile, args.tasks = bool(args.jit_compile), args.tasks or None
+    args.options = {"workdir": args.workdir, "results": args.results, "export": False, "threads": args.threads,
+                    "jit_compile": args.jit_compile, "verbose": args.verbose,
+                    "command": " ".join(["python -m bench.memo_babi", *(argv or [])])}
+    return args
 
 
 def run(args):
-    babi_joint.train(args, recorded=run_arguments(args, "speed"))
+    from keras_relmem.runs import RunRefused, train
+
+    try:
+        train(args.config, **args.options)
+    except RunRefused as error:
+        raise SystemExit(f"error: {error}") from None
     report(args)
 
 
 def speed(args):
-    """Examples/s of the training step: padded (today's `train_babi.py`) vs bucketed, with and without XLA."""
+    """Examples/s of the training step: padded vs bucketed, with and without XLA."""
     limit_threads(args.threads)
     from keras_relmem.training import write_json
 
-    data = babi_joint.load(args)
+    config = babi_joint.resolve(args.config)
+    data = babi_joint.load(config)
     rates = {}
     for label, buckets, jit in (("padded", False, False), ("bucketed", True, False), ("bucketed + XLA", True, True)):
-        args.jit_compile = jit
-        model = babi_joint.build(args, data)
-        ds = babi_joint.train_dataset(data, args, seed=0, buckets=buckets)
+        model = babi_joint.build(config, data, jit_compile=jit)
+        ds = babi_joint.train_dataset(data, config, seed=0, buckets=buckets)
         # One step on every bucket's shape first, so no tracing or XLA compilation is timed.
         arrays = data.arrays("train")
-        rows = slice(0, args.batch_size)
+        rows = slice(0, config.batch_size)
         for bound in babi_joint.data_bucket_bounds(data) if buckets else [data.story_length]:
             model.train_on_batch({"story": arrays["story"][rows, :bound], "query": arrays["query"][rows],
                                   "time": arrays["time"][rows, :bound]}, arrays["answer"][rows])
-        rate = args.speed_steps * args.batch_size / seconds_for_steps(model, ds, args.speed_steps, settle=5)
+        rate = args.speed_steps * config.batch_size / seconds_for_steps(model, ds, args.speed_steps, settle=5)
         rates[label] = round(rate, 1)
         print(f"{label:16s} {rate:8.1f} examples/s", flush=True)
     rates["speed-up"] = round(max(rates["bucketed"], rates["bucketed + XLA"]) / rates["padded"], 2)
     print(f"speed-up (best bucketed / padded): {rates['speed-up']}x")
-    write_json(SPEED_RESULTS, {"examples_per_s": rates, "steps": args.speed_steps, "batch_size": args.batch_size,
+    write_json(SPEED_RESULTS, {"examples_per_s": rates, "steps": args.speed_steps, "batch_size": config.batch_size,
                                "cpus": os.cpu_count(), "threads": args.threads})
 
 

@@ -34,7 +34,6 @@ Usage:
     python -m bench.memo_pai --length 5 --hop-profile   # each hop's accuracy and halting inputs by type
 """
 
-import argparse
 import os
 import pathlib
 import sys
@@ -43,17 +42,21 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from bench import memo as memo_bench  # noqa: E402
-from bench.cli import (  # noqa: E402
-    add_bench_arguments,
-    add_recipe_argument,
-    dispatch,
-    limit_threads,
-    parse_with_recipe,
-    run_arguments,
-)
+from bench.cli import dispatch, parse_config, run_arguments, train_config  # noqa: E402
 from bench.results import RESULTS_DIR, cell, read_results, record_model_result  # noqa: E402
-from keras_relmem.training import anneal_learning_rate, train_in_rounds  # noqa: E402
+from keras_relmem.configs import PAIConfig  # noqa: E402
+from keras_relmem.tasks.pai import (  # noqa: E402, F401  (the library's PAI, as the tests and modes use it)
+    build,
+    by_query_type,
+    choice,
+    distance,
+    episodes,
+    inputs,
+    parse_curriculum,
+    query_name,
+    sequences_at,
+    test_pass,
+)
 
 RESULTS = RESULTS_DIR / "memo_pai.json"
 # Banino et al. 2020: MEMO's test accuracy (%) by query type, Table 1 (length 3),
@@ -63,199 +66,28 @@ PAPER = {
     "4": {"A-C": 98.93, "B-D": 99.14, "A-D": 97.22},
     "5": {"A-D": 86.12, "A-E": 84.54},
 }
-LETTERS = "ABCDEFGHIJ"
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_recipe_argument(parser, "pai")
-    parser.add_argument("--length", type=int, choices=(3, 4, 5), default=3, help="items per sequence")
-    parser.add_argument("--model", choices=("memo", "emn"), default="memo")
-    parser.add_argument("--budget-minutes", type=float, default=60.0)
-    parser.add_argument("--episodes", type=int, default=20000, help="fresh training episodes per round")
-    parser.add_argument("--test", type=int, default=3000, help="test episodes per memory size")
-    parser.add_argument("--curriculum", default="4:30,8:10,16:1",
-                        help="SEQUENCES:ROUNDS,...; the last stage lasts until the budget is spent")
-    parser.add_argument("--num-items", type=int, default=1000, help="size of the item pool")
-    parser.add_argument("--answer", choices=("identity", "choice"), default="identity",
-                        help="'choice' trains the 2-way answer instead (it stayed at chance in our runs)")
-    parser.add_argument("--embedding-size", type=int, default=64)
-    parser.add_argument("--max-hops", type=int, default=0,
-                        help="MEMO's N (default: 2 * (length - 1) + 1, i.e. 5, 7, 9)")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--final-learning-rate", type=float, default=None,
-                        help="anneal the rate on a cosine over the budget's training minutes, from "
-                             "--learning-rate to this (default: constant)")
-    parser.add_argument("--halting-warmup", type=int, default=20,
-                        help="rounds before the halting network starts learning (it runs ~N hops until then)")
-    parser.add_argument("--warm-start", default=None, metavar="MODEL_KERAS",
-                        help="a fresh run starts from this saved MEMO's weights with a new halting network "
-                             "(e.g. to try --halting-inputs on a trained model)")
-    memo_bench.add_halting_arguments(parser)
-    add_bench_arguments(parser, "runs/bench_memo_pai", RESULTS, "print the tables from the JSON")
-    parser.add_argument("--latency", action="store_true",
-                        help="MEMO's inference latency by hops taken, from the trained model in --workdir")
-    parser.add_argument("--hop-profile", action="store_true",
-                        help="per query type and hop: accuracy of that hop's answer, the halting inputs "
-                             "(attention distance, answer entropy) and P(halt), from the trained model in --workdir")
-    args = parse_with_recipe(parser, argv)
-    if not args.max_hops:
-        args.max_hops = 2 * (args.length - 1) + 1
+    """The flags of `configs.PAIConfig` (as `relmem-train-memo --task pai` parses them, over the config's own
+    defaults), the run's, and the bench's modes."""
+    args = parse_config(argv, PAIConfig, "runs/bench_memo_pai", RESULTS, __doc__.splitlines()[0],
+                        modes=(("latency", "MEMO's inference latency by hops taken, from the trained model in "
+                                           "--workdir"),
+                               ("hop_profile", "per query type and hop: accuracy of that hop's answer, the halting "
+                                               "inputs and P(halt), from the trained model in --workdir")),
+                        derived=("hops",))
+    args.max_hops = args.hops  # as results files recorded it
     return args
 
 
-def parse_curriculum(text):
-    """`"4:30,8:10,16:1"` -> `[(4, 30), (8, 10), (16, 1)]` (sequences, rounds)."""
-    stages = []
-    for part in text.split(","):
-        try:
-            count, rounds = (int(n) for n in part.split(":"))
-        except ValueError:
-            raise SystemExit(f"--curriculum: expected SEQUENCES:ROUNDS, got {part!r}") from None
-        stages.append((count, rounds))
-    return stages
-
-
-def sequences_at(stages, index):
-    """The number of sequences per memory in round `index` (the last stage never ends)."""
-    for count, rounds in stages:
-        if index < rounds:
-            return count
-        index -= rounds
-    return stages[-1][0]
-
-
-def query_name(kind):
-    """`"AC"` -> `"A-C"`."""
-    return f"{kind[0]}-{kind[1]}"
-
-
-def distance(kind):
-    """Inference distance of a query type: 0 for direct (A-B), 1 for A-C, ..."""
-    return LETTERS.index(kind[1]) - LETTERS.index(kind[0]) - 1
-
-
-def episodes(count, sequences, args, seed):
-    from keras_relmem.data import synthetic
-
-    data = synthetic.paired_associative_inference(
-        count, args.length, sequences, args.embedding_size, seed=seed, num_items=args.num_items)
-    if args.model == "emn":  # the EMN-style input: a fact's items summed (facts no longer separate)
-        data["memory"] = data["memory"].sum(axis=2, keepdims=True)
-    data["label"] = data["match_id"] if args.answer == "identity" else data["target"]
-    return data
-
-
-def inputs(data):
-    return {"facts": data["memory"], "query": data["query"]}
-
-
-def build(args):
-    answers = args.num_items if args.answer == "identity" else 2
-    model = memo_bench.build_classifier(args, answers, embedding_dim=64, num_heads=4, key_size=32)
-    if args.warm_start:
-        model(inputs(episodes(2, 4, args, seed=0)))  # build, so that there are weights to copy into
-        copied = memo_bench.warm_start_memo(model, args.warm_start)
-        print(f"warm start: {copied} weights from {args.warm_start}, a fresh halting network", flush=True)
-    return model
-
-
-def test_pass(model, data, answer):
-    """Per-example correctness and hops on a test set."""
-    logits, hops = memo_bench.predict_with_hops(model, inputs(data))
-    return choice(logits, data["query_ids"], answer) == data["target"], hops
-
-
-def choice(logits, query_ids, answer):
-    """The model's choice, 0 or 1, from answer logits `(batch, ..., answers)` (e.g. one row per hop).
-
-    With `answer="identity"` the choice is whichever of the query's two
-    candidate items (`query_ids[:, 1]`, `query_ids[:, 2]`) scores higher; with
-    `"choice"` the logits are the two-way answer itself.
-    """
-    import numpy as np
-
-    if answer != "identity":
-        return np.argmax(logits, -1)
-    ids = query_ids.reshape((len(query_ids),) + (1,) * (logits.ndim - 2) + (query_ids.shape[-1],))
-    first = np.take_along_axis(logits, ids[..., 1:2], -1)[..., 0]
-    second = np.take_along_axis(logits, ids[..., 2:3], -1)[..., 0]
-    return (second > first).astype("int32")
-
-
-def by_query_type(correct, hops, query_type):
-    """`{"A-B": %, ...}`, `{"A-B": hops, ...}` and `{distance: hops}` over the query types present."""
-    accuracy, mean_hops, by_distance = {}, {}, {}
-    kinds = sorted(set(query_type), key=lambda k: (distance(k), k))
-    for kind in kinds:
-        rows = query_type == kind
-        accuracy[query_name(kind)] = round(100 * float(correct[rows].mean()), 2)
-        mean_hops[query_name(kind)] = round(float(hops[rows].mean()), 3)
-    distances = [distance(k) for k in query_type]
-    for d in sorted(set(distances)):
-        rows = [i for i, di in enumerate(distances) if di == d]
-        by_distance[str(d)] = round(float(hops[rows].mean()), 3)
-    return accuracy, mean_hops, by_distance
-
-
 def run(args):
-    limit_threads(args.threads)
-    stages = parse_curriculum(args.curriculum)
-    tests = {}
-    current = {}
-
-    def train_round(model, index):
-        import numpy as np
-
-        from keras_relmem.callbacks import HaltingWarmup
-
-        sequences = current["sequences"] = sequences_at(stages, index)
-        data = episodes(args.episodes, sequences, args, seed=args.seed * 100_000 + index)
-        start = time.perf_counter()
-        history = model.fit(inputs(data), data["label"], batch_size=args.batch_size, initial_epoch=index,
-                            epochs=index + 1, verbose=0, callbacks=[HaltingWarmup(args.halting_warmup)])
-        seconds = time.perf_counter() - start
-        return {"sequences": sequences, "episodes": (index + 1) * args.episodes,
-                "learning_rate": float(np.asarray(model.optimizer.learning_rate)),
-                "episodes_per_s": round(args.episodes / seconds, 1),
-                "train_hops": round(float(history.history["hops"][-1]), 3)}
-
-    def evaluate(model):
-        sequences = current["sequences"]  # the memory size of the round just trained
-        if sequences not in tests:
-            tests[sequences] = episodes(args.test, sequences, args, seed=10_000 + sequences)
-        data = tests[sequences]
-        correct, hops = test_pass(model, data, args.answer)
-        accuracy, mean_hops, by_distance = by_query_type(correct, hops, data["query_type"])
-        return {"test_sequences": sequences, "accuracy": accuracy, "hops": mean_hops,
-                "hops_by_distance": by_distance}
-
+    """Train the run `args` describe (`kr.train` of its `PAIConfig`) in WORKDIR/<length>/<model>, its result
+    recorded in the bench's table as it goes."""
+    arguments = run_arguments(args, "latency", "hop_profile", "hops")
     workdir = pathlib.Path(args.workdir) / str(args.length) / args.model
-
-    def describe(entry):
-        accuracy = "  ".join(f"{k} {v:5.1f}" for k, v in entry["accuracy"].items())
-        hops = " ".join(f"{v:.2f}" for v in entry["hops_by_distance"].values())
-        return (f"{memo_bench.label(args.model)} L={args.length} round {entry['round']:3d} "
-                f"({entry['sequences']:2d} seq) "
-                f"{entry['minutes']:5.1f} min  {accuracy}  hops by distance {hops}")
-
-    def record(curve, complete=False):
-        last = curve[-1]
-        result = {**last["accuracy"], "hops": last["hops"], "hops_by_distance": last["hops_by_distance"],
-                  "minutes": last["minutes"], "rounds": len(curve), "episodes": last["episodes"],
-                  "sequences": last["test_sequences"], "complete": complete,
-                  "curve": curve}
-        record_model_result(args.results, str(args.length), args.model, result, run_arguments(args, "latency"))
-
-    def anneal(model, minutes):
-        if args.final_learning_rate is not None:
-            anneal_learning_rate(model, minutes, args.budget_minutes, args.learning_rate, args.final_learning_rate)
-
-    curve, _ = train_in_rounds(lambda: build(args), train_round, evaluate, workdir, args.budget_minutes,
-                                   describe=describe, on_round=record, before_round=anneal,
-                                   on_resume=lambda model: memo_bench.apply_halting_arguments(model, args))
-    record(curve, complete=True)
+    train_config(args, workdir, "memo_pai",
+                 lambda result: record_model_result(args.results, str(args.length), args.model, result, arguments))
     report(args)
 
 

@@ -29,24 +29,22 @@ Usage:
     python -m bench.memo_shortest_path --report
 """
 
-import argparse
 import os
 import pathlib
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from bench import memo as memo_bench  # noqa: E402
-from bench.cli import (  # noqa: E402
-    add_bench_arguments,
-    add_recipe_argument,
-    dispatch,
-    limit_threads,
-    parse_with_recipe,
-    run_arguments,
-)
+from bench.cli import dispatch, parse_config, run_arguments, train_config  # noqa: E402
 from bench.results import RESULTS_DIR, cell, read_results, record_model_result  # noqa: E402
-from keras_relmem.training import train_in_rounds  # noqa: E402
+from keras_relmem.configs import ShortestPathConfig  # noqa: E402
+from keras_relmem.tasks.shortest_path import (  # noqa: E402, F401  (the library's, as the tests use it)
+    NODE_NAMES,
+    build,
+    graphs,
+    queries,
+    test_pass,
+    training_examples,
+)
 
 RESULTS = RESULTS_DIR / "memo_shortest_path.json"
 SETTINGS = ("10/2/2", "20/3/3", "20/5/3")
@@ -55,141 +53,25 @@ PAPER = {
     "MEMO": {"10/2/2": (100.0, None), "20/3/3": (94.4, 93.0), "20/5/3": (69.2, 68.8)},
     "DNC": {"20/3/3": (97.0, 98.0), "20/5/3": (30.0, 40.99)},
 }
-NODE_NAMES = ("first_node", "second_node", "third_node")
-
-
-def parse_setting(text):
-    """`"20/3/3"` -> `(20, 3, 3)` (nodes, out-degree, path length in edges)."""
-    try:
-        nodes, degree, length = (int(n) for n in text.split("/"))
-    except ValueError:
-        raise SystemExit(f"--setting: expected NODES/OUT-DEGREE/PATH-LENGTH such as 20/3/3, got {text!r}") from None
-    if length < 2 or degree < 1 or nodes <= degree:
-        raise SystemExit(f"--setting {text}: need path length >= 2 and out-degree < nodes")
-    return nodes, degree, length
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_recipe_argument(parser, "shortest_path")
-    parser.add_argument("--setting", default="20/3/3", help=f"NODES/OUT-DEGREE/PATH-LENGTH; the paper's: {SETTINGS}")
-    parser.add_argument("--model", choices=("memo", "emn"), default="memo")
-    parser.add_argument("--budget-minutes", type=float, default=60.0)
-    parser.add_argument("--graphs", type=int, default=10000, help="fresh training graphs per round")
-    parser.add_argument("--test", type=int, default=2000, help="test graphs")
-    parser.add_argument("--embedding-dim", type=int, default=64)
-    parser.add_argument("--num-heads", type=int, default=4)
-    parser.add_argument("--key-size", type=int, default=32)
-    parser.add_argument("--max-hops", type=int, default=0, help="MEMO's N (default: 2 * path length + 1)")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--halting-warmup", type=int, default=10,
-                        help="rounds before the halting network starts learning")
-    memo_bench.add_halting_arguments(parser)
-    add_bench_arguments(parser, "runs/bench_memo_shortest_path", RESULTS)
-    args = parse_with_recipe(parser, argv)
-    args.nodes, args.degree, args.length = parse_setting(args.setting)
-    if not args.max_hops:
-        args.max_hops = 2 * args.length + 1
+    """The flags of `configs.ShortestPathConfig` (as `relmem-train-memo --task shortest_path` parses them, over the
+    config's own defaults), the run's, and the bench's --report. The graph's sizes and MEMO's hops follow."""
+    args = parse_config(argv, ShortestPathConfig, "runs/bench_memo_shortest_path", RESULTS,
+                        __doc__.splitlines()[0], derived=("hops", "graph"))
+    args.nodes, args.degree, args.length = args.config.graph
+    args.max_hops = args.hops
     return args
 
 
-def graphs(count, args, seed):
-    from keras_relmem.data import synthetic
-
-    return synthetic.shortest_path(count, num_nodes=args.nodes, num_neighbours=args.degree,
-                                   min_path_length=args.length, max_path_length=args.length, seed=seed)
-
-
-def queries(data, step, current=None):
-    """Inputs asking for the path's node `step + 1` from `current` (default: the true node `step`).
-
-    Node `n` is word id `n + 1`; padded edges (-1) become 0.
-    """
-    import numpy as np
-
-    current = data["path"][:, step] if current is None else current
-    return {"facts": (data["edges"] + 1).astype("int32"),
-            "query": np.stack([current, data["query"][:, 1]], axis=1).astype("int32") + 1}
-
-
-def training_examples(data, length):
-    """Every intermediate node of every path, from the true node before it."""
-    import numpy as np
-
-    parts = [queries(data, step) for step in range(length - 1)]
-    x = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    y = np.concatenate([data["path"][:, step + 1] for step in range(length - 1)]).astype("int32")
-    return x, y
-
-
-def build(args):
-    return memo_bench.build_classifier(args, args.nodes, vocab_size=args.nodes + 1, embedding_dim=args.embedding_dim,
-                                       num_heads=args.num_heads, key_size=args.key_size,
-                                       sum_fact_items=args.model != "memo")
-
-
-def predict(model, x):
-    """(predicted node, hops) for every query."""
-    import numpy as np
-
-    logits, hops = memo_bench.predict_with_hops(model, x, batch_size=512)
-    return np.argmax(logits, -1), hops
-
-
-def test_pass(model, data, length):
-    """`{"first_node": %, "second_node": %, "path": %, "hops": {name: mean}}` on test graphs."""
-    import numpy as np
-
-    result, hops, chained_right = {}, {}, np.ones(len(data["path"]), bool)
-    previous = None
-    for step in range(length - 1):
-        name = NODE_NAMES[step]
-        target = data["path"][:, step + 1]
-        nodes, step_hops = predict(model, queries(data, step))
-        result[name] = round(100 * float(np.mean(nodes == target)), 2)
-        hops[name] = round(float(step_hops.mean()), 3)
-        chained = nodes if previous is None else predict(model, queries(data, step, current=previous))[0]
-        chained_right &= chained == target
-        previous = chained
-    result["path"] = round(100 * float(chained_right.mean()), 2)
-    return {**result, "hops": hops}
-
-
 def run(args):
-    limit_threads(args.threads)
-    test = graphs(args.test, args, seed=1_000_003)  # seeds of training rounds stay below this
-
-    def train_round(model, index):
-        from keras_relmem.callbacks import HaltingWarmup
-
-        x, y = training_examples(graphs(args.graphs, args, seed=args.seed * 10_000 + index), args.length)
-        start = time.perf_counter()
-        history = model.fit(x, y, batch_size=args.batch_size, initial_epoch=index, epochs=index + 1, verbose=0,
-                            callbacks=[HaltingWarmup(args.halting_warmup)])
-        seconds = time.perf_counter() - start
-        return {"graphs": (index + 1) * args.graphs, "examples_per_s": round(len(y) / seconds, 1),
-                "train_accuracy": round(100 * float(history.history["accuracy"][-1]), 2),
-                "train_hops": round(float(history.history["hops"][-1]), 3)}
-
-    def describe(entry):
-        nodes = "  ".join(f"{name} {entry[name]:5.1f}%" for name in NODE_NAMES if name in entry)
-        return (f"{memo_bench.label(args.model)} {args.setting} round {entry['round']:3d} "
-                f"{entry['minutes']:5.1f} min  {nodes}  path {entry['path']:5.1f}%  hops {entry['hops']}")
-
-    def record(curve, complete=False):
-        last = curve[-1]
-        result = {**{k: v for k, v in last.items() if k in NODE_NAMES + ("path", "hops")},
-                  "minutes": last["minutes"], "rounds": len(curve), "graphs": last["graphs"],
-                  "complete": complete, "curve": curve}
-        record_model_result(args.results, args.setting, args.model, result, run_arguments(args))
-
+    """Train the run `args` describe (`kr.train` of its `ShortestPathConfig`) in WORKDIR/<setting>/<model>, its
+    result recorded in the bench's table as it goes."""
+    arguments = run_arguments(args, "hops", "graph")
     workdir = pathlib.Path(args.workdir) / args.setting.replace("/", "-") / args.model
-    curve, _ = train_in_rounds(lambda: build(args), train_round,
-                                   lambda model: test_pass(model, test, args.length), workdir,
-                                   args.budget_minutes, describe=describe, on_round=record,
-                                   on_resume=lambda model: memo_bench.apply_halting_arguments(model, args))
-    record(curve, complete=True)
+    train_config(args, workdir, "memo_shortest_path",
+                 lambda result: record_model_result(args.results, args.setting, args.model, result, arguments))
     report(args)
 
 

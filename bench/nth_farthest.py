@@ -19,8 +19,9 @@ Usage (one core per model, both side by side):
     python -m bench.nth_farthest --model lstm --threads 1 &
     python -m bench.nth_farthest --report        # table + picture from the JSON
 
-The runs behind the 4-, 6- and 8-object tables are named recipes (`keras_relmem.recipes`, task
-"nth_farthest_budget"), e.g. the paper's 8 objects of 16 features with the curriculum:
+The runs behind the 4-, 6- and 8-object tables are named recipes (`keras_relmem.recipes`, configs of
+`NthFarthestRoundsConfig`, which `relmem-train-nth-farthest --recipe NAME` trains too), e.g. the paper's 8
+objects of 16 features with the curriculum:
     python -m bench.nth_farthest --recipe nth_farthest_8_curriculum_rmc --threads 1 &
     python -m bench.nth_farthest --recipe nth_farthest_8_curriculum_lstm --threads 1 &
 
@@ -31,22 +32,15 @@ mlp` is an MLP that sees the whole sequence at once, and `--curriculum 80`
 adds the questions one n at a time (the test set always asks every n).
 """
 
-import argparse
 import os
 import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from bench.budget import draw_model_curves, record_unfinished, run_names  # noqa: E402
-from bench.cli import (  # noqa: E402
-    add_bench_arguments,
-    add_recipe_argument,
-    dispatch,
-    limit_threads,
-    parse_with_recipe,
-    run_arguments,
-)
+from bench.budget import draw_model_curves, run_names  # noqa: E402
+from bench.cli import dispatch, parse_config, run_arguments, train_config  # noqa: E402
 from bench.results import RESULTS_DIR, merge_result, read_results  # noqa: E402
-from keras_relmem.training import saved_curve, train_in_rounds  # noqa: E402
+from keras_relmem.configs import NthFarthestRoundsConfig  # noqa: E402
+from keras_relmem.tasks.nth_farthest import curriculum_start, next_questions  # noqa: E402, F401
 
 RESULTS = RESULTS_DIR / "nth_farthest.json"
 # Santoro et al. 2018, Fig. 3 (8 objects of 16 features): final test accuracy.
@@ -54,124 +48,19 @@ PAPER = {"rmc": 91.0, "lstm": 30.0}
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_recipe_argument(parser, "nth_farthest_budget")
-    parser.add_argument("--model", choices=["rmc", "lstm", "mlp"], default="rmc",
-                        help="mlp: the MLP alone on the flattened sequence, a reference that sees every "
-                             "object at once")
-    parser.add_argument("--name", default=None,
-                        help="the run's key in the results (default: the model), e.g. one LSTM of a tuning grid")
-    parser.add_argument("--budget-minutes", type=float, default=60.0)
-    parser.add_argument("--steps-per-round", type=int, default=200)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--test-examples", type=int, default=3000)
-    parser.add_argument("--num-objects", type=int, default=8)
-    parser.add_argument("--num-features", type=int, default=16)
-    parser.add_argument("--questions", type=int, nargs="+", default=None,
-                        help="ask only these n (training and test), e.g. 0: the farthest only")
-    parser.add_argument("--curriculum", type=float, default=None, metavar="ACCURACY",
-                        help="train on the farthest (n = 0) first and add the next n after each round whose "
-                             "training accuracy reaches ACCURACY %%; the test set asks every n throughout")
-    parser.add_argument("--mem-slots", type=int, default=4)
-    parser.add_argument("--head-size", type=int, default=64)
-    parser.add_argument("--num-heads", type=int, default=4)
-    parser.add_argument("--num-blocks", type=int, default=1)
-    parser.add_argument("--units", type=int, default=512, help="LSTM units")
-    parser.add_argument("--mlp-layers", type=int, default=4)
-    add_bench_arguments(parser, "runs/bench_nth_farthest", RESULTS, "print the table and draw the curves")
-    return parse_with_recipe(parser, argv)
-
-
-def next_questions(asked, train_accuracy, threshold, num_objects):
-    """The curriculum's questions for the next round: `asked` (n = 0 .. k), with n = k + 1 added once a
-    round on them reaches `threshold` % training accuracy."""
-    if train_accuracy >= threshold and len(asked) < num_objects:
-        return [*asked, len(asked)]
-    return list(asked)
-
-
-def curriculum_start(curve, threshold, num_objects):
-    """The questions a curriculum run asks in its next round: the farthest alone for a new run, or what
-    the last round of its saved `curve` leads to for a resumed one."""
-    if curve:
-        return next_questions(curve[-1]["asked"], curve[-1]["train_accuracy"], threshold, num_objects)
-    return [0]
+    """The flags of `configs.NthFarthestRoundsConfig` (as `relmem-train-nth-farthest --budget-minutes ...`
+    parses them, over the config's own defaults), the run's, --name and --report."""
+    return parse_config(argv, NthFarthestRoundsConfig, "runs/bench_nth_farthest", RESULTS,
+                        __doc__.splitlines()[0])
 
 
 def run(args):
-    limit_threads(args.threads)
-    import keras
-
-    from keras_relmem.data import synthetic
-    from keras_relmem.tasks.nth_farthest import build_model
-
-    keras.utils.set_random_seed(args.seed)
-    task = {"num_objects": args.num_objects, "num_features": args.num_features, "questions": args.questions}
-    test = synthetic.nth_farthest(args.test_examples, seed=10_000 + args.seed, **task)
-
-    def build():
-        model = build_model(args, test["inputs"].shape[1:])
-        model.compile(
-            keras.optimizers.Adam(args.learning_rate),
-            keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            metrics=["accuracy"],
-        )
-        return model
-
+    """Train the run `args` describe (`kr.train` of its `NthFarthestRoundsConfig`) in WORKDIR/<name>, its result
+    recorded in the bench's table as it goes."""
     name = args.name or args.model
-    workdir = pathlib.Path(args.workdir) / name
-    if args.curriculum is not None and args.questions is not None:
-        raise ValueError("--curriculum chooses the questions asked in training; drop --questions")
-    asked = None
-    if args.curriculum is not None:
-        asked = curriculum_start(saved_curve(workdir), args.curriculum, args.num_objects)
-
-    def train_round(model, index):
-        nonlocal asked
-        # Fresh examples every round (a different seed per round, so a resumed
-        # run sees the data it would have seen).
-        data = synthetic.nth_farthest(
-            args.steps_per_round * args.batch_size, seed=args.seed * 100_003 + index + 1,
-            **{**task, "questions": args.questions if asked is None else asked},
-        )
-        history = model.fit(
-            data["inputs"], data["target"], batch_size=args.batch_size, epochs=1, verbose=0
-        )
-        metrics = {"train_accuracy": round(100 * history.history["accuracy"][-1], 2)}
-        if asked is not None:
-            metrics["asked"] = asked
-            asked = next_questions(asked, metrics["train_accuracy"], args.curriculum, args.num_objects)
-        return metrics
-
-    def evaluate(model):
-        _, accuracy = model.evaluate(test["inputs"], test["target"], batch_size=500, verbose=0)
-        return {"test_accuracy": round(100 * accuracy, 2)}
-
     arguments = run_arguments(args)
-
-    def summary(curve):
-        return {
-            "accuracy": curve[-1]["test_accuracy"],
-            "best_accuracy": max(e["test_accuracy"] for e in curve),
-            "minutes": curve[-1]["minutes"],
-            "examples": len(curve) * args.steps_per_round * args.batch_size,
-            "curve": [{k: e[k] for k in ("minutes", "train_accuracy", "test_accuracy", "asked") if k in e}
-                      for e in curve],
-        }
-
-    curve, model = train_in_rounds(
-        build, train_round, evaluate, workdir, args.budget_minutes,
-        describe=lambda e: (
-            f"{name} round {e['round']:3d}  {e['minutes']:6.1f} min  "
-            f"train {e['train_accuracy']:5.1f}%  test {e['test_accuracy']:5.1f}%"
-            + (f"  asked n = {', '.join(map(str, e['asked']))}" if "asked" in e else "")
-        ),
-        on_round=record_unfinished(args.results, name, summary, arguments, args.budget_minutes),
-    )
-    result = {"complete": True, "parameters": int(model.count_params()), **summary(curve)}
-    merge_result(args.results, name, result, arguments)
-    print(f"{name}: test accuracy {result['accuracy']:.1f}% after {result['minutes']:.1f} training minutes")
+    train_config(args, pathlib.Path(args.workdir) / name, "nth_farthest",
+                 lambda result: merge_result(args.results, name, result, arguments))
 
 
 def without_distances(num_objects, questions=None):

@@ -7,9 +7,18 @@
   (Henaff et al. 2017).
 - `MEMO`: multi-head recurrent attention over separate facts with adaptive
   hops (Banino et al. 2020).
+
+Training a task: `kr.train(config, workdir=...)` trains a task configuration
+(`kr.configs`), such as a named recipe (`kr.recipes.get("memo_babi_joint")`):
+
+```python
+import dataclasses, keras_relmem as kr
+config = dataclasses.replace(kr.recipes.get("memo_babi_joint"), seed=3)
+results = kr.train(config, workdir="runs/memo_seed3")
+```
 """
 
-__version__ = "1.0.0"
+__version__ = "1.1.0"
 
 import contextlib  # noqa: E402
 import sys  # noqa: E402
@@ -24,7 +33,9 @@ quiet_commands()
 with quiet_tensorflow() if "tensorflow" not in sys.modules else contextlib.nullcontext():
     from keras_relmem import (
         callbacks,  # noqa: F401  (MEMO's training controls)
+        configs,
         models,  # noqa: F401  (registers the task models for .keras loading)
+        recipes,
     )
     from keras_relmem.layers import (
         MEMO,
@@ -35,6 +46,7 @@ with quiet_tensorflow() if "tensorflow" not in sys.modules else contextlib.nullc
         RelationalMemoryCell,
         ReversibleEmbedding,
     )
+    from keras_relmem.runs import train
 
 __all__ = [
     "EntNetCell",
@@ -45,4 +57,7 @@ __all__ = [
     "RelationalMemoryCell",
     "ReversibleEmbedding",
     "__version__",
+    "configs",
+    "recipes",
+    "train",
 ]

@@ -1,8 +1,9 @@
 """The console scripts: `relmem-train-babi`, `relmem-serve` and the rest (see the README).
 
 Each command imports TensorFlow with its start-up noise filtered out of stderr
-(`keras_relmem._startup`), then runs its `main()`. The scripts under `tasks/`,
-`serving/` and `tuning/` are thin wrappers around the same functions.
+(`keras_relmem._startup`), then runs its command function. The training commands only parse flags
+into a config and call `kr.train` (`keras_relmem.commands`). The scripts under `tasks/`, `serving/` and
+`tuning/` are thin wrappers around the same functions.
 
 Example:
     >>> from keras_relmem import cli
@@ -27,14 +28,14 @@ EXTRA_OF = {"grpc_health": "serving", "aiohttp": "serving", "prometheus_client":
             "keras_tuner": "tuning", "sklearn": "tuning", "matplotlib": "viz"}
 
 
-def _run(module):
-    """Run `module.main()`; its return value is the exit status when it is one (the servers').
+def _run(module, function="main"):
+    """Run `module.function()`; its return value is the exit status when it is one (the servers').
 
     A module that one of the extras brings and is not installed is a one-line error naming the extra.
     """
     _start_tensorflow()
     try:
-        status = importlib.import_module(module).main()
+        status = getattr(importlib.import_module(module), function)()
     except ModuleNotFoundError as error:
         extra = EXTRA_OF.get((error.name or "").split(".")[0])
         if extra is None:
@@ -46,32 +47,37 @@ def _run(module):
 
 def train_babi():
     """`relmem-train-babi`: bAbI question answering (EntNet, RMC, LSTM or MEMO)."""
-    return _run("keras_relmem.tasks.babi")
+    return _run("keras_relmem.commands.train", "babi")
 
 
 def train_lm():
     """`relmem-train-lm`: next-word language modelling on PTB or WikiText."""
-    return _run("keras_relmem.tasks.lm")
+    return _run("keras_relmem.commands.train", "lm")
 
 
 def train_nth_farthest():
     """`relmem-train-nth-farthest`: the RMC paper's Nth Farthest task."""
-    return _run("keras_relmem.tasks.nth_farthest")
+    return _run("keras_relmem.commands.train", "nth_farthest")
 
 
 def train_lte():
     """`relmem-train-lte`: Learning to Execute (programs and memorization), the RMC paper's Table 1."""
-    return _run("keras_relmem.tasks.lte")
+    return _run("keras_relmem.commands.train", "lte")
+
+
+def train_memo():
+    """`relmem-train-memo`: MEMO on paired associative inference or shortest paths (Banino et al. 2020)."""
+    return _run("keras_relmem.commands.train", "memo")
 
 
 def explain():
     """`relmem-explain`: a trained bAbI model's answer and a picture of its memory."""
-    return _run("keras_relmem.tasks.explain")
+    return _run("keras_relmem.commands.explain")
 
 
 def search():
     """`relmem-search`: a KerasTuner search over the memory models."""
-    return _run("keras_relmem.tasks.search")
+    return _run("keras_relmem.commands.search")
 
 
 def serve():

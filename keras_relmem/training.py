@@ -138,6 +138,16 @@ def write_json(path, obj):
 SCHEDULES = ("step", "plateau", "cyclic")
 
 
+def limit_threads(threads):
+    """Run TensorFlow on `threads` cores (inter- and intra-op pools; 0 or None: all), e.g. one core per
+    run so that two runs can go side by side. Other backends are left alone."""
+    if threads and keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+
+
 def learning_rate_schedule(kind, learning_rate, steps_per_epoch=None, halve_every=25, patience=3,
                            minimum=2e-4, half_cycle_epochs=10):
     """The optimizer's rate and the callbacks for a named schedule.

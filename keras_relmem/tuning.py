@@ -9,6 +9,8 @@ learning rate. Distributed tuning is KerasTuner's own: set
 `KERASTUNER_ORACLE_PORT` on every process.
 """
 
+import dataclasses
+
 import keras
 import keras_tuner as kt
 
@@ -65,15 +67,18 @@ CENTRED = {"learning_rate": (1 / 3, 1.0, 3.0), "weight_decay": (0.5, 1.0, 2.0), 
 
 
 def recipe_search_space(hp, recipe):
-    """A search centred on a recipe (`keras_relmem.recipes`): each of its `CENTRED` settings that is a
-    positive number becomes a choice of that value times the factors, starting at the recipe's own value;
-    every other setting stays the recipe's. Returns the recipe's settings with the trial's values."""
-    settings = dict(recipe.settings)
+    """A search centred on a recipe (a `keras_relmem.configs.BabiConfig`, e.g. `recipes.get("entnet_babi")`):
+    each of its `CENTRED` fields that is a positive number becomes a choice of that value times the factors,
+    starting at the recipe's own value; every other field stays the recipe's. Returns the recipe's config
+    with the trial's values (a searched rate below the cyclic schedule's floor lowers the floor with it)."""
+    searched = {}
     for name, factors in CENTRED.items():
-        value = settings.get(name)
+        value = getattr(recipe, name, None)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-            settings[name] = hp.Choice(name, [float(f"{value * f:.3g}") for f in factors], default=float(value))
-    return settings
+            searched[name] = hp.Choice(name, [float(f"{value * f:.3g}") for f in factors], default=float(value))
+    if "learning_rate" in searched:
+        searched["min_learning_rate"] = min(recipe.min_learning_rate, searched["learning_rate"])
+    return dataclasses.replace(recipe, **searched)
 
 
 class BabiHyperModel(kt.HyperModel):
@@ -84,11 +89,11 @@ class BabiHyperModel(kt.HyperModel):
         data: the `BabiData` to train and validate on.
         batch_size: int (default 32).
         max_steps: optional cap of steps per epoch (smoke tests).
-        recipe: optional `keras_relmem.recipes.Recipe` of this model: trials
-            build and train as the task script does with that recipe, its
-            `CENTRED` settings searched around its values
-            (`recipe_search_space`); None: the papers' sweep
-            (`babi_search_space`).
+        recipe: optional `keras_relmem.configs.BabiConfig` of this model (a
+            recipe, `keras_relmem.recipes.get(name)`): trials build and train
+            as `kr.train` does with that config, its `CENTRED` fields
+            searched around its values (`recipe_search_space`); None: the
+            papers' sweep (`babi_search_space`).
 
     Example:
 
@@ -105,31 +110,21 @@ class BabiHyperModel(kt.HyperModel):
         self.data = data
         self.batch_size = batch_size
         self.max_steps = max_steps
-        if recipe is not None and (recipe.task, recipe.model, recipe.joint) != ("babi", model, False):
-            raise ValueError(f"recipe {recipe.name!r} is not a one-model bAbI recipe of {model!r}")
+        from keras_relmem.configs import BabiConfig
+
+        if recipe is not None and (type(recipe), recipe.model) != (BabiConfig, model):
+            raise ValueError(f"recipe {recipe.recipe!r} is not a one-model-per-task bAbI config of {model!r}")
         self.recipe = recipe
         self._schedule = []
-
-    def _recipe_args(self, hp):
-        """The task script's arguments (`keras_relmem.tasks.babi.resolve_args`) of the recipe with the
-        trial's values, so a trial builds and trains as `tasks/train_babi.py --recipe NAME` does."""
-        from keras_relmem.tasks import babi
-
-        args = babi.resolve_args(["--model", self.model_name, "--recipe", self.recipe.name, "--task", "1"])
-        for name, value in recipe_search_space(hp, self.recipe).items():
-            setattr(args, name, value)
-        return args
 
     def build(self, hp):
         from keras_relmem.tasks import babi
 
         if self.recipe is not None:
-            args = self._recipe_args(hp)
-            # a searched rate below the cyclic schedule's floor lowers the floor with it
-            args.min_learning_rate = min(args.min_learning_rate, args.learning_rate)
+            config = recipe_search_space(hp, self.recipe)
             steps = max(1, len(self.data.story_lengths("train")) // self.batch_size)
-            optimizer, self._schedule = babi.optimizer_and_schedule(args, steps)
-            return babi.compile_model(babi.build_model(args, self.data), self.model_name, optimizer)
+            optimizer, self._schedule = babi.optimizer_and_schedule(config, steps)
+            return babi.compile_model(babi.build_model(config, self.data), self.model_name, optimizer)
         kwargs, learning_rate = babi_search_space(hp, self.model_name)
         model = build_babi_model(
             self.model_name, len(self.data.vocab), len(self.data.answer_vocab),

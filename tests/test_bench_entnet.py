@@ -224,7 +224,7 @@ def test_babi_entnet_recipe_flags_set_the_initial_weights(tmp_path):
     def built(flags):
         args = babi_entnet.parse_args(flags)
         keras.utils.set_random_seed(0)
-        model = babi.build_model(babi.resolve_args(babi_entnet.task_arguments(1, 0, args, tmp_path)), data)
+        model = babi.build_model(babi_entnet.task_config(1, 0, args), data)
         babi_entnet.adjust_model(args, 0)(model)
         return model
 
@@ -238,21 +238,21 @@ def test_babi_entnet_recipe_flags_set_the_initial_weights(tmp_path):
 
 
 def test_the_bench_and_the_task_script_give_the_same_per_epoch_losses(tmp_path):
-    """The EntNet bench trains through the task script's code (`keras_relmem.tasks.babi.train_one`): the
+    """The EntNet bench trains through the library's code (`keras_relmem.tasks.babi.train_one`): the
     command it records, run as a user would, gives the same losses epoch by epoch (two epochs of five
     batches)."""
     from bench import babi_entnet
-    from keras_relmem.tasks import babi
+    from keras_relmem.commands import train as commands
 
     table = tmp_path / "entnet.json"
     babi_entnet.main(["--tasks", "1", "--epochs", "2", "--max-steps", "5", "--budget-minutes", "30", "--seeds", "1",
                       "--no-jit-compile", "--results", str(table), "--workdir", str(tmp_path / "bench")])
     run = json.loads(table.read_text())["tasks"]["1"]["runs"]["1"]
     command = run["command"].split()
-    assert command[:2] == ["python", "tasks/train_babi.py"]
-    # only what differs from the script's default recipe: the paper's schedule, keys, decay and scale
+    assert command[:3] == ["relmem-train-babi", "--recipe", "entnet_babi"]
+    # only what differs from the default recipe: the paper's schedule, keys, decay and scale
     assert "--schedule step" in run["command"] and "--no-tied-keys" in run["command"]
-    babi.run([*command[2:], "--no-export", "--verbose", "0", "--workdir", str(tmp_path / "user")])
+    commands.babi([*command[1:], "--no-export", "--verbose", "0", "--workdir", str(tmp_path / "user")])
     epochs = json.loads((tmp_path / "user" / "qa1" / "metrics.json").read_text())["epochs"]
     assert [round(e["loss"], 4) for e in epochs] == run["loss_curve"]
     assert [round(e["val_loss"], 4) for e in epochs] == run["val_loss_curve"]

@@ -91,11 +91,11 @@ def test_seeds_are_compared_at_the_shortest_runs_examples():
 
 
 def test_the_task_script_and_the_bench_train_the_same_run(tmp_path):
-    """`tasks/train_babi.py --model memo --task all --joint` and `python -m bench.memo_babi --recipe
+    """`relmem-train-babi --model memo --task all --joint` and `python -m bench.memo_babi --recipe
     memo_babi_joint` are one code path (keras_relmem.tasks.babi_joint): the same seed gives the same rounds."""
     import json
 
-    from keras_relmem.tasks import babi as babi_task
+    from keras_relmem.commands import train as commands
 
     small = ["--tasks", "1", "2", "--embedding-dim", "8", "--num-heads", "2", "--key-size", "4", "--max-hops", "2",
              "--batch-size", "16", "--steps-per-round", "2", "--budget-minutes", "0.01", "--test-limit", "20",
@@ -107,12 +107,12 @@ def test_the_task_script_and_the_bench_train_the_same_run(tmp_path):
         pytest.skip(f"bAbI en-10k not available: {error}")
     user = ["--model", "memo", "--task", "all", "--joint", "--data", "en-10k", *small, "--no-export"]
     user += ["--workdir", str(tmp_path / "task")]
-    babi_task.run(user)
+    commands.babi(user)
     bench, task = (json.loads(path.read_text()) for path in (tmp_path / "bench.json", tmp_path / "task/results.json"))
     clock = {"minutes", "examples_per_s"}  # wall-clock differs; nothing else may
     assert [{k: v for k, v in e.items() if k not in clock} for e in bench["curve"]] == \
         [{k: v for k, v in e.items() if k not in clock} for e in task["curve"]]
     assert bench["tasks"] == task["tasks"] and bench["hop_errors"] == task["hop_errors"]
     # the task script's results name the command that made them, and the recipe it defaulted to
-    assert task["args"]["command"] == " ".join(["python tasks/train_babi.py", *user])
+    assert task["args"]["command"] == " ".join(["relmem-train-babi", *user])
     assert task["args"]["recipe"] == bench["args"]["recipe"] == "memo_babi_joint"

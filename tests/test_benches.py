@@ -10,10 +10,10 @@ import json
 import numpy as np
 import pytest
 
-from bench import memo as memo_bench
 from bench import memo_pai, memo_shortest_path
 from bench import results as bench_results
 from keras_relmem.data import synthetic
+from keras_relmem.tasks import memo_options as memo_bench
 from tests.helpers import sgdr_rate
 
 
@@ -126,7 +126,7 @@ def test_a_resumed_memo_takes_the_runs_halting_flags(tmp_path):
     # --halting-inputs sizes the policy's weights: it builds a model, and a resumed one must match it.
     distance = memo_pai.build(memo_pai.parse_args(argv + ["--halting-inputs", "distance"]))
     assert distance.memo.halting_inputs == "distance" and resumed.memo.halting_inputs == "distance+entropy"
-    with pytest.raises(SystemExit, match="new --workdir"):
+    with pytest.raises(ValueError, match="use a new workdir"):
         memo_bench.apply_halting_arguments(resumed, memo_pai.parse_args(argv + ["--halting-inputs", "distance"]))
 
 
@@ -142,7 +142,7 @@ def test_warm_start_copies_memo_and_leaves_a_fresh_halting_network(tmp_path):
     answers = [m.training_outputs(x, training=False)["answer_logits"] for m in (source, model)]
     np.testing.assert_allclose(np.asarray(answers[0]), np.asarray(answers[1]), atol=1e-5)
     assert model.memo.policy.gru.kernel.shape[0] == source.memo.policy.gru.kernel.shape[0] + 1
-    with pytest.raises(SystemExit, match="same architecture"):
+    with pytest.raises(ValueError, match="same architecture"):
         memo_pai.build(memo_pai.parse_args(["--length", "3", "--num-items", "30", "--max-hops", "3"] + flags))
 
 

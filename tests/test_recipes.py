@@ -1,34 +1,52 @@
-"""keras_relmem.recipes: the registry, the recipes' agreement with the runs that measured them, and
-`--recipe` / `--list-recipes` in tasks/train_babi.py and the benches."""
+"""keras_relmem.recipes (named configs): the registry, the recipes' agreement with the runs that measured them,
+and `--recipe` / `--list-recipes` on the commands and the benches that train them."""
 
+import dataclasses
 import json
 import pathlib
+import shlex
 
 import pytest
 
 from bench import memo_babi, memo_pai, memo_shortest_path, nth_farthest, ptb_lm
-from keras_relmem import recipes
-from keras_relmem.tasks import babi as babi_task
+from keras_relmem import configs, recipes
+from keras_relmem.commands import train as commands
 
 RESULTS = pathlib.Path(__file__).resolve().parents[1] / "bench" / "results"
 
 
 def test_every_babi_model_has_one_default_recipe():
     for model in ("entnet", "rmc", "lstm", "memo"):
-        assert recipes.default("babi", model).model == model
-    assert recipes.default("babi", "entnet").name == "entnet_babi"
+        assert recipes.default(configs.BabiConfig, model).model == model
+    assert recipes.default(configs.BabiConfig, "entnet").recipe == "entnet_babi"
+    assert recipes.default(configs.BabiJointConfig, "memo").recipe == "memo_babi_joint"
     with pytest.raises(ValueError, match="already registered"):
-        recipes.register("entnet_babi", "babi", "entnet", "", "", "", {})
+        recipes.register("entnet_babi", configs.BabiConfig, "", "")
     with pytest.raises(KeyError, match="known recipes: .*entnet_babi"):
         recipes.get("entnet_babbi")
 
 
-def test_listing_names_the_papers_and_the_headlines():
-    text = recipes.listing("babi")
-    for name in ("entnet_babi", "entnet_babi_paper", "memo_babi_joint", "memo_babi_joint_paper"):
-        assert name in text
-    assert "entnet_babi (default)" in text
-    assert "memo_pai_length4" in recipes.listing()
+def test_a_recipe_is_a_config_with_its_summary_and_source():
+    recipe = recipes.get("memo_babi_joint")
+    assert isinstance(recipe, configs.BabiJointConfig)
+    assert "joint bAbI headline" in recipe.summary and "memo_babi.json" in recipe.source
+    derived = dataclasses.replace(recipe, seed=3)
+    assert derived.seed == 3 and derived.recipe == "memo_babi_joint" and derived != recipe
+    assert dataclasses.replace(derived, seed=0) == recipe  # the name, summary and source are not compared
+    with pytest.raises(ValueError, match="BabiJointConfig.steps_per_round: expected an integer >= 1; got 0"):
+        dataclasses.replace(recipe, steps_per_round=0)
+    assert recipes.settings("quickstart") == {
+        "epochs": 20, "learning_rate": 0.01, "schedule": "cyclic", "weight_decay": 0.02, "decay_scope": "matrices",
+        "embedding_stddev": 0.3, "tied_keys": True}
+
+
+def test_listing_names_the_papers_the_headlines_and_a_command_for_each():
+    text = recipes.listing("relmem-train-babi")
+    for name in ("quickstart", "entnet_babi", "entnet_babi_paper", "memo_babi_joint", "memo_babi_joint_paper"):
+        assert f"\n{name}  [" in "\n" + text
+    runs = [line.split("run:", 1)[1].strip() for line in text.splitlines() if "run:" in line]
+    assert len(runs) == len(recipes.names()) and all(run.startswith("relmem-") for run in runs)
+    assert "relmem-train-lte --recipe lte_rmc" in text
 
 
 @pytest.mark.parametrize("name, results, key", [
@@ -57,44 +75,20 @@ def test_a_headline_recipe_is_the_run_that_measured_it(name, results, key):
     # reproduces the headline and cannot drift from it
     recorded = json.loads((RESULTS / results).read_text())["args"]
     recorded = recorded[key] if key else recorded
-    settings = recipes.get(name).settings
+    # a config: the fields it sets away from its class's defaults
+    settings = {k: list(v) if isinstance(v, tuple) else v for k, v in recipes.settings(name).items()}
     assert {k: recorded.get(k) for k in settings} == dict(settings)
 
 
-@pytest.mark.parametrize("bench, name", [(memo_babi, n) for n in ("memo_babi_joint", "memo_babi_joint_paper")]
-                         + [(memo_pai, n) for n in recipes.names("pai")]
-                         + [(memo_shortest_path, n) for n in recipes.names("shortest_path")]
-                         + [(ptb_lm, n) for n in recipes.names("lm_budget")]
-                         + [(nth_farthest, n) for n in recipes.names("nth_farthest_budget")])
-def test_a_bench_recipe_sets_its_flags_and_a_flag_overrides_one_part(bench, name):
-    args = vars(bench.parse_args(["--recipe", name]))
-    settings = recipes.get(name).settings
-    derived = {"first_tasks_rounds", "answer_warmup_rounds", "first_tasks_learning_rate"}  # filled in by parse_args
-    assert {k: args[k] for k in settings if k not in derived} == {k: v for k, v in settings.items() if k not in derived}
-    overridden = vars(bench.parse_args(["--recipe", name, "--learning-rate", "0.005"]))
-    assert overridden["learning_rate"] == 0.005
-    assert overridden["batch_size"] == settings["batch_size"]
-
-
-def test_every_bench_recipe_parses_back_from_its_own_command():
-    """A bench recipe's command (`python -m bench.NAME --recipe R`) is what `bench.NAME` parses to the recipe's
-    settings, so the command a recipe prints trains it."""
-    import importlib
-    import shlex
-
-    checked = set()
-    for name in recipes.names():
-        recipe = recipes.get(name)
-        words = shlex.split(recipe.command)
-        if words[:3] != ["python", "-m", words[2]] or not words[2].startswith("bench."):
-            continue
-        args = vars(importlib.import_module(words[2]).parse_args(words[3:]))
-        derived = {"first_tasks_rounds", "answer_warmup_rounds", "first_tasks_learning_rate"}
-        assert args["recipe"] == name
-        assert {k: args[k] for k in recipe.settings if k not in derived} == \
-            {k: v for k, v in recipe.settings.items() if k not in derived}, name
-        checked.add(recipe.task)
-    assert {"pai", "shortest_path", "lm_budget", "nth_farthest_budget"} <= checked
+@pytest.mark.parametrize("bench, name", [(memo_pai, n) for n in recipes.names(configs.PAIConfig)]
+                         + [(memo_shortest_path, n) for n in recipes.names(configs.ShortestPathConfig)]
+                         + [(ptb_lm, n) for n in recipes.names(configs.LMRoundsConfig)]
+                         + [(nth_farthest, n) for n in recipes.names(configs.NthFarthestRoundsConfig)])
+def test_a_bench_trains_the_librarys_recipe_and_a_flag_overrides_one_part(bench, name):
+    args = bench.parse_args(["--recipe", name])
+    assert args.config == recipes.get(name) and args.recipe == name
+    overridden = bench.parse_args(["--recipe", name, "--learning-rate", "0.005"]).config
+    assert overridden == dataclasses.replace(recipes.get(name), learning_rate=0.005)
 
 
 def test_the_budget_benches_without_a_recipe_keep_their_plain_defaults():
@@ -105,70 +99,17 @@ def test_the_budget_benches_without_a_recipe_keep_their_plain_defaults():
     plain = ptb_lm.parse_args([])
     assert (plain.recipe, plain.model, plain.budget_minutes, plain.optimizer, plain.keep_best) == \
         (None, "rmc", 60.0, "adam", False)
-    with pytest.raises(SystemExit):  # a recipe of another bench is refused
+    with pytest.raises(SystemExit):  # a recipe of another command is refused
         ptb_lm.parse_args(["--recipe", "nth_farthest_6_rmc"])
 
 
 def test_the_memo_bench_without_a_recipe_keeps_its_plain_defaults():
     # results recorded before recipes existed name no recipe: their commands read against these defaults
-    args = memo_babi.parse_args([])
-    plain = (args.recipe, args.starts, args.task_repeats, args.bag_init, args.learning_rate)
-    assert plain == (None, 1, [], False, 1e-3)
-    paper = memo_babi.parse_args(["--recipe", "memo_babi_joint_paper"])
-    assert (paper.first_tasks, paper.first_tasks_rounds, paper.gamma, paper.answer_loss) == ([], 0, 0.9, "visited")
-    # a part of the joint recipe taken back: no curriculum, the default embedding initialiser
-    args = memo_babi.parse_args(["--recipe", "memo_babi_joint", "--first-tasks", "--embedding-stddev", "none"])
-    assert (args.first_tasks, args.first_tasks_rounds, args.first_tasks_learning_rate, args.embedding_stddev) == \
-        ([], 0, None, None)
-
-
-def test_train_babi_takes_its_recipe():
-    args = babi_task.resolve_args(["--task", "1"])
-    assert (args.recipe, args.schedule, args.tied_keys, args.weight_decay) == ("entnet_babi", "cyclic", True, 0.02)
-    paper = babi_task.resolve_args(["--task", "1", "--recipe", "entnet_babi_paper", "--learning-rate", "0.005"])
-    assert (paper.schedule, paper.tied_keys, paper.embedding_stddev, paper.learning_rate) == ("step", False, 0.1, 0.005)
-    assert babi_task.resolve_args(["--task", "1", "--paper-recipe"]).recipe == "entnet_babi_paper"
-    rmc = babi_task.resolve_args(["--recipe", "rmc_babi"])  # the recipe names its model
-    assert (rmc.model, rmc.schedule, rmc.embedding_stddev, rmc.quick_default) == ("rmc", "step", None, False)
-
-
-def test_train_babi_memo_joint_trains_the_joint_recipe(capsys):
-    from keras_relmem.tasks import babi_joint
-
-    user = ["--model", "memo", "--task", "all", "--joint", "--data", "en-10k"]
-    assert babi_task.joint_recipe(user) == "memo_babi_joint"  # the command the issue's users are sent to
-    assert babi_task.joint_recipe([*user, "--recipe", "memo_babi_joint_paper"]) == "memo_babi_joint_paper"
-    assert babi_task.joint_recipe(["--recipe", "memo_babi_joint"]) == "memo_babi_joint"  # names its model
-    assert babi_task.joint_recipe(["--model", "memo", "--task", "3"]) is None  # one task: the epoch-based run
-    assert babi_task.joint_recipe(["--model", "entnet", "--task", "all", "--joint"]) is None
-    args = babi_joint.parse_args(user, recipe="memo_babi_joint")
-    recipe = recipes.get("memo_babi_joint")
-    assert {key: getattr(args, key) for key in recipe.settings} == {
-        **recipe.settings, "first_tasks_rounds": 2, "answer_warmup_rounds": 2}
-    assert recipe.command == "python tasks/train_babi.py " + " ".join(user)
-    assert recipes.default("babi", "memo", joint=True) is recipe and recipes.default("babi", "memo").name == "memo_babi"
-
-
-def test_train_babi_refuses_a_recipe_of_another_model(capsys):
-    with pytest.raises(SystemExit):
-        babi_task.resolve_args(["--model", "rmc", "--recipe", "entnet_babi"])
-    assert "for --model entnet; got --model rmc" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        babi_task.resolve_args(["--recipe", "nonesuch"])
-    assert "no recipe 'nonesuch'" in capsys.readouterr().err
-
-
-def test_list_recipes(capsys):
-    with pytest.raises(SystemExit) as stop:
-        babi_task.resolve_args(["--list-recipes"])
-    assert stop.value.code == 0
-    out = capsys.readouterr().out
-    assert "entnet_babi_paper" in out and "memo_babi_joint" in out and "run:  python" in out
-    # the other commands' recipes follow the bAbI ones: MEMO's PAI and its paper's set-up among them
-    babi, others = out.split("Recipes of the other commands")
-    assert "memo_pai_length4" not in babi
-    assert "memo_pai_length4  [pai, memo]" in others and "memo_pai_paper" in others
-    assert "python -m bench.memo_pai --recipe memo_pai_length4" in others
+    config = memo_babi.parse_args([]).config
+    plain = (config.recipe, config.starts, config.task_repeats, config.bag_init, config.learning_rate)
+    assert plain == (None, 1, (), False, 1e-3)
+    paper = memo_babi.parse_args(["--recipe", "memo_babi_joint_paper"]).config
+    assert (paper.first_tasks, paper.gamma, paper.answer_loss) == ((), 0.9, "visited")
 
 
 def test_memo_defaults_are_the_measured_ones_and_a_saved_model_keeps_its_own(tmp_path):
@@ -191,41 +132,21 @@ def test_memo_defaults_are_the_measured_ones_and_a_saved_model_keeps_its_own(tmp
     assert (loaded.answer_loss, loaded.gamma) == ("visited", 0.9)
 
 
-def test_every_task_script_recipe_parses_back_from_its_own_command():
-    """Each recipe a task script trains: its command, parsed by that script, gives the recipe's settings (so
-    no setting names a flag the script lacks, and the command is the recipe's)."""
-    import shlex
-
-    from keras_relmem.tasks import babi_joint, common, lm, nth_farthest
-
-    parsers = {"tasks/train_lm.py": ("lm", lm.build_parser), "tasks/train_nth_farthest.py":
-               ("nth_farthest", nth_farthest.build_parser)}
-    checked = set()
-    for name in recipes.names():
-        recipe = recipes.get(name)
-        words = shlex.split(recipe.command.replace(" N ", " 1 ").replace("--task N", "--task 1"))
-        if words[:2] != ["python", words[1]] or not words[1].startswith("tasks/"):
-            continue
-        argv = words[2:]
-        if words[1] == "tasks/train_babi.py":
-            joint = babi_task.joint_recipe(argv)
-            args = babi_joint.parse_args(argv, recipe=joint) if joint else babi_task.resolve_args(argv)
-        else:
-            task, build = parsers[words[1]]
-            args = common.parse_with_recipes(build(), argv, task)
-        assert args.recipe == name, name
-        derived = {"first_tasks_rounds", "answer_warmup_rounds"}  # set from others when None
-        assert {k: getattr(args, k) for k in recipe.settings if k not in derived} == \
-            {k: v for k, v in recipe.settings.items() if k not in derived}, name
-        checked.add(name)
-    assert {"entnet_babi", "memo_babi_joint", "lm_ptb_rmc", "nth_farthest_rmc"} <= checked
+@pytest.mark.parametrize("name", recipes.names())
+def test_every_recipe_parses_back_from_the_command_listed_for_it(name):
+    """The command `--list-recipes` prints for a recipe, run through that command's parser, gives the recipe's
+    config (task N as task 1), so the listed command trains it."""
+    words = shlex.split(recipes.command(name).replace(" N", " 1"))
+    config, _ = commands.parse_command(words[0], words[1:])
+    recipe = recipes.get(name)
+    if isinstance(recipe, configs.BabiConfig):
+        recipe = dataclasses.replace(recipe, task=1)
+    assert config == recipe and config.recipe == name
 
 
-def test_lm_and_nth_farthest_scripts_refuse_a_recipe_of_another_task_or_model(capsys):
-    from keras_relmem.tasks import common, lm
-
-    for argv, message in ((["--recipe", "entnet_babi"], "is a babi recipe; this command trains lm"),
+def test_lm_and_nth_farthest_commands_refuse_a_recipe_of_another_command_or_model(capsys):
+    for argv, message in ((["--recipe", "entnet_babi"], "is a recipe of relmem-train-babi, not of relmem-train-lm"),
                           (["--model", "lstm", "--recipe", "lm_ptb_rmc"], "is for --model rmc; got --model lstm")):
         with pytest.raises(SystemExit):
-            common.parse_with_recipes(lm.build_parser(), argv, "lm")
+            commands.lm(argv)
         assert message in capsys.readouterr().err

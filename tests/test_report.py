@@ -54,7 +54,7 @@ def test_each_command_parses_back_to_the_recorded_arguments(entry):
     runs = recorded_args.values() if all(isinstance(v, dict) for v in recorded_args.values()) else [recorded_args]
     for recorded in runs:
         if "command" in recorded:  # written by the task script: its own command, parsed as it parses it
-            parsed = vars(_task_script_arguments(recorded["command"]))
+            parsed = _task_script_arguments(recorded["command"])
         else:
             command = report.command_for(entry.bench, recorded).split()[3:]  # after `python -m bench.x`
             parsed = vars(module.parse_args(command))
@@ -65,15 +65,19 @@ def test_each_command_parses_back_to_the_recorded_arguments(entry):
 
 
 def _task_script_arguments(command):
-    """The arguments `tasks/train_babi.py` parses from `command` (its joint MEMO runs)."""
+    """What `relmem-train-babi` (`tasks/train_babi.py`) makes of `command` (its joint MEMO runs): the config's
+    fields with its implied values, its recipe and the run's options that it sets."""
     import shlex
 
-    from keras_relmem.tasks import babi, babi_joint
+    from keras_relmem.commands import train as commands
+    from keras_relmem.tasks import babi_joint
 
     words = shlex.split(command)
-    assert words[:2] == ["python", "tasks/train_babi.py"], command
-    argv = words[2:]
-    return babi_joint.parse_args(argv, recipe=babi.joint_recipe(argv))
+    assert words[:2] == ["python", "tasks/train_babi.py"] or words[0] == "relmem-train-babi", command
+    config, options = commands.parse_babi(words[2:] if words[0] == "python" else words[1:])
+    resolved = babi_joint.resolve(config).to_dict()
+    return {**resolved, "tasks": resolved["tasks"] or None, "recipe": config.recipe,  # no tasks recorded as None
+            **{k: v for k, v in options.items() if v is not None and k != "command"}}
 
 
 def test_command_for_writes_only_what_differs_from_the_defaults():

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from keras_relmem.tasks import babi as babi_task
+from keras_relmem.commands import train as commands
 
 pytestmark = [
     pytest.mark.slow,
@@ -14,6 +14,6 @@ pytestmark = [
 
 def test_quick_default_reaches_95_percent_on_task_1(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    summary = babi_task.run([])  # exactly `python tasks/train_babi.py`
+    summary = commands.babi([])  # exactly `relmem-train-babi`
     assert summary["tasks"]["1"]["accuracy"] >= 0.95
     assert sum(summary["train_seconds"].values()) < 300

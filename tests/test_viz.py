@@ -9,9 +9,9 @@ import pytest
 
 import keras_relmem as kr
 from keras_relmem import probes, viz
+from keras_relmem.commands import explain
+from keras_relmem.commands import train as commands
 from keras_relmem.models.memo import MEMOClassifier
-from keras_relmem.tasks import babi as babi_task
-from keras_relmem.tasks import explain
 from tests.helpers import randomize_weights
 
 needs_data = pytest.mark.skipif(not os.environ.get("KERAS_RELMEM_DATA"), reason="needs KERAS_RELMEM_DATA")
@@ -165,7 +165,7 @@ def test_budget_curves_on_a_log_axis_label_the_range_perplexities_end_in(tmp_pat
 @pytest.mark.parametrize("model", ["entnet", pytest.param("memo", marks=pytest.mark.slow),
                                    pytest.param("rmc", marks=pytest.mark.slow)])
 def test_train_babi_plot_and_explain(model, tmp_path, capsys):
-    summary = babi_task.run(["--model", model, "--task", "1", "--epochs", "1", "--max-steps", "3",
+    summary = commands.babi(["--model", model, "--task", "1", "--epochs", "1", "--max-steps", "3",
                              "--embedding-dim", "16", "--workdir", str(tmp_path), "--verbose", "0",
                              "--plot", str(tmp_path / "plots")])
     pictures = sorted((tmp_path / "plots" / "qa1").glob("*.png"))

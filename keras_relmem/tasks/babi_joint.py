@@ -1,248 +1,54 @@
-"""MEMO on bAbI in the paper's joint set-up, trained in rounds: the library behind
-`tasks/train_babi.py --model memo --task all --joint`.
+"""MEMO on bAbI in the paper's joint set-up, trained in rounds: what `kr.train` runs for a
+`configs.BabiJointConfig` (`relmem-train-babi --model memo --task all --joint`).
 
 Banino et al. 2020 (Table 3) train one MEMO on the 20 tasks of en-10k together.
 This trains `build_babi_model("memo")` that way under a wall-clock budget, in
-rounds of `--steps-per-round` batches (one `fit` epoch each, so the training
+rounds of `steps_per_round` batches (one `fit` epoch each, so the training
 controls of `keras_relmem.callbacks` see the round's index): after every round
 it measures per-task test error and mean hops, saves the model with its
 optimizer and the curve (`keras_relmem.training.train_in_rounds`), and writes
-the result so far to `--results`, so a rerun of the same command continues
+the result so far to `results.json`, so a rerun of the same command continues
 where the last round ended, across sittings.
 
 Data: en-10k for every task but 3, whose 10k training file is missing from our
 shared copy: task 3 uses its en (1k) files. Stories keep their most recent
-`--memory-size` sentences (320: nothing is cut; the longest story has 228).
+`memory_size` sentences (320: nothing is cut; the longest story has 228).
 Batches are bucketed by story length (`BabiData.bucketed_dataset`).
 
-The recipe (`keras_relmem.recipes`, `memo_babi_joint` by default from the task
-script) sets the flags' values; each flag's help says what it does and why.
+The recipe (`keras_relmem.recipes`, `memo_babi_joint` by default from the
+command) sets the config's values; each field's help says what it does and why.
 
 Example:
 
 ```
-python tasks/train_babi.py --model memo --task all --joint --data en-10k          # the headline recipe
-python tasks/train_babi.py --model memo --task all --joint --data en-10k --recipe memo_babi_joint_paper
+relmem-train-babi --model memo --task all --joint --data en-10k          # the headline recipe
+relmem-train-babi --recipe memo_babi_joint_paper                         # the paper's set-up
 ```
 """
 
-import argparse
+import dataclasses
 import pathlib
 import time
 
 from keras_relmem.data.renaming import INTERCHANGEABLE_WORDS
-from keras_relmem.models.memo import ANSWER_LOSSES
-from keras_relmem.tasks import babi, common, memo_options
-
-RECIPES = ("memo_babi_joint", "memo_babi_joint_paper")
+from keras_relmem.tasks import memo_options
+from keras_relmem.tasks.babi import format_table
 
 
-def build_parser(description=None, workdir="runs/babi/memo_joint"):
-    """The joint trainer's flags: what to train (--model, --task, --joint, --data), --recipe, every part of
-    the recipe, and the run's (--seed, --workdir, --results, --threads, export)."""
-    parser = argparse.ArgumentParser(description=description or __doc__.splitlines()[0])
-    parser.add_argument("--recipe", choices=RECIPES, default=None,
-                        help="a named recipe (keras_relmem.recipes) whose settings are the defaults of the other "
-                             "flags; an explicit flag overrides its part (default: %(default)s)")
-    parser.add_argument("--model", choices=("memo",), default="memo", help="the model (MEMO only)")
-    parser.add_argument("--task", type=babi.parse_task, default="all",
-                        help="'all' (the default) or one task 1..20 (see --tasks)")
-    parser.add_argument("--joint", action="store_true", help="one model on all the given tasks (always, here)")
-    parser.add_argument("--data", choices=("en-10k", "en"), default="en-10k",
-                        help="10k questions per task (task 3: its 1k files) or 1k")
-    parser.add_argument("--data-dir", default=None, help="folder holding babi/ (default $KERAS_RELMEM_DATA)")
-    parser.add_argument("--tasks", type=int, nargs="+", default=None,
-                        help="train and test on these tasks only (default: all 20, the paper's joint set-up), "
-                             "e.g. to try a recipe on the failing tasks before a joint run")
-    parser.add_argument("--task-repeats", nargs="*", default=[], metavar="TASK=K",
-                        help="put these tasks' training questions K times in every pass (BabiData.bucketed_dataset's "
-                             "task_repeats), e.g. 17=8 19=4: the tasks a joint run learns slowest get more steps")
-    parser.add_argument("--first-tasks", nargs="*", type=int, default=[], metavar="TASK",
-                        help="a curriculum: train on these tasks alone for the first --first-tasks-rounds rounds, "
-                             "then on every task (evaluation always covers every task), e.g. 16: task 16 alone "
-                             "first (on tasks 1 and 16 it did not find the chain on a seed that failed without it)")
-    parser.add_argument("--first-tasks-rounds", type=optional(int), default=None,
-                        help="rounds trained on --first-tasks alone (default: 1 with --first-tasks, else 0)")
-    parser.add_argument("--learning-rate-from", nargs="*", default=[], metavar="ROUND=RATE",
-                        help="Adam's rate from these rounds on (--learning-rate before the first), e.g. 19=1e-3; "
-                             "on joint bAbI from the tied start that rate lost task 16's chain at once, while 65=1e-4 "
-                             "after 3e-4 lowered the mean error by about a point")
-    parser.add_argument("--first-tasks-learning-rate", type=optional(float), default=None,
-                        help="Adam's rate in the --first-tasks rounds (default: --learning-rate), e.g. 3e-4: on "
-                             "tasks 1 and 16 the chain was found at 3e-4 and not at 1e-3, while the other tasks "
-                             "learn fastest at 1e-3")
-    parser.add_argument("--rename-words", type=int, nargs="*", default=[], metavar="TASK",
-                        help="rename these tasks' interchangeable words (people, objects, places, animals, colours) "
-                             "consistently within each training question, a new renaming per question "
-                             "(keras_relmem.data.renaming), so stories cannot be learnt by their names; tasks 3 "
-                             "and 16")
-    parser.add_argument("--budget-minutes", type=float, default=120.0,
-                        help="training minutes of the whole run, every start's included (see --starts)")
-    parser.add_argument("--starts", type=int, default=1,
-                        help="train this many starts (initial weights and data order; the first is --seed's own) "
-                             "for --start-rounds rounds each, then go on with the one of lowest training error: "
-                             "a start that has not found a task's chain by then seldom finds it later")
-    parser.add_argument("--start-rounds", type=int, default=2, help="rounds each of --starts trains before the choice")
-    parser.add_argument("--steps-per-round", type=int, default=400, help="training batches between evaluations")
-    parser.add_argument("--memory-size", type=int, default=320,
-                        help="most recent sentences kept per story (320 keeps every story whole)")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--learning-rate", type=float, default=1e-3,
-                        help="Adam's rate for MEMO (a resumed run goes on at this rate)")
-    parser.add_argument("--clipnorm", type=float, default=10.0, help="gradient-norm clip of each variable")
-    parser.add_argument("--weight-decay", type=float, default=0.0,
-                        help="AdamW's decoupled weight decay on MEMO's weights (0: plain Adam; the halting "
-                             "network's RMSProp never decays)")
-    parser.add_argument("--decay-scope", choices=("all", "matrices"), default="matrices",
-                        help="with --weight-decay: every weight, or embeddings and kernels only (not biases)")
-    parser.add_argument("--time-noise", type=float, default=0.0,
-                        help="age the training facts as if an empty sentence followed each with this "
-                             "probability (end-to-end memory networks' random noise, e.g. 0.1)")
-    parser.add_argument("--linear-start-rounds", type=int, default=0,
-                        help="train the first rounds with the softmax taken out of the attention (end-to-end "
-                             "memory networks' linear start), then put it back")
-    parser.add_argument("--bag-init", action=argparse.BooleanOptionalAction, default=False,
-                        help="MEMO(bag_init=True): keys, values and query start as one projection of their summed "
-                             "words, so facts sharing the query's words start with higher logits")
-    parser.add_argument("--per-hop-weights", action="store_true",
-                        help="MEMO(share_hop_weights=False): each hop its own W_q and W_h, so a hop can undo what "
-                             "the last one added to the query (task 16's chain)")
-    parser.add_argument("--logit-scale", type=optional(float), default=None,
-                        help="MEMO(logit_scale=S): attention logits are the cosine of key and query times a learned "
-                             "scale per head starting at S, so the softmax can neither saturate nor start flat")
-    parser.add_argument("--coverage-penalty", type=float, default=0.0,
-                        help="MEMO(coverage_penalty=C): each hop's logits lose C times the attention its head put on "
-                             "each fact at the hops before, so a hop reads a fact not read yet (a chain of facts, "
-                             "task 16's); 0: off, the paper's")
-    parser.add_argument("--sum-fact-items", action="store_true",
-                        help="MEMOClassifier(sum_fact_items=True): each sentence's words summed into one item, as "
-                             "end-to-end memory networks' bag of words (far fewer weights per fact to memorise with)")
-    parser.add_argument("--attention-supervision", type=float, default=0.0,
-                        help="a diagnostic, not the paper's training: weight of a loss that shows hop t the t-th "
-                             "supporting fact the data names (MEMOClassifier's attention_supervision; 0: none); "
-                             "set on a resumed model too, so 0 on a copy of a supervised run's --workdir withdraws "
-                             "it (is the chain, once shown, kept by the answers' loss alone?)")
-    parser.add_argument("--supervised-hops", type=int, default=1,
-                        help="how many of the first hops --attention-supervision shows their fact (default 1)")
-    parser.add_argument("--no-time", action="store_true",
-                        help="no time encoding: facts are their words alone, so the attention cannot pick a "
-                             "sentence by its place in the story")
-    parser.add_argument("--dropout", type=float, default=0.1,
-                        help="MEMO's dropout on the attention weights and before the answer layer")
-    parser.add_argument("--embedding-dim", type=int, default=64, help="word embedding size")
-    parser.add_argument("--embedding-stddev", type=optional(float), default=None,
-                        help="draw the word and time embeddings from N(0, this) (default: Keras' uniform in "
-                             "+-0.05, which starts every attention logit near 0)")
-    parser.add_argument("--num-heads", type=int, default=4, help="MEMO's attention heads")
-    parser.add_argument("--key-size", type=int, default=32, help="MEMO's key size per head")
-    parser.add_argument("--max-hops", type=int, default=5, help="MEMO's hard stop N")
-    parser.add_argument("--halting-warmup-rounds", type=int, default=10,
-                        help="rounds before the halting network starts learning")
-    memo_options.add_halting_arguments(parser)
-    parser.add_argument("--warmup-answer-loss", type=optional(str), choices=(*ANSWER_LOSSES, None), default=None,
-                        help="the answer loss of the --halting-warmup-rounds rounds (default: --answer-loss "
-                             "throughout); e.g. 'last' while a chain of facts is found, then --answer-loss "
-                             "'all' while the policy learns where to stop")
-    parser.add_argument("--answer-warmup-rounds", type=optional(int), default=None,
-                        help="rounds trained with --warmup-answer-loss (default: --halting-warmup-rounds); fewer "
-                             "lets the early hops learn to answer before the halting network starts learning")
-    parser.add_argument("--reset-halting", action="store_true",
-                        help="re-initialise the halting network of a resumed MEMO before this sitting trains "
-                             "(e.g. after it collapsed under another --gamma)")
-    parser.add_argument("--jit-compile", action="store_true", help="XLA training steps (see --speed)")
-    parser.add_argument("--no-buckets", action="store_true", help="pad every batch to the longest story")
-    parser.add_argument("--test-limit", type=int, default=0, help="evaluate on this many test questions per task")
-    parser.add_argument("--threads", type=int, default=0, help="cores for TensorFlow (0: all)")
-    parser.add_argument("--seed", type=int, default=0, help="initial weights and data order")
-    parser.add_argument("--workdir", default=workdir, help="the run's saved model and curve (a rerun continues)")
-    parser.add_argument("--results", default=None, help="the results JSON (default WORKDIR/results.json)")
-    parser.add_argument("--export-dir", default=None, help="TF Serving base folder (default WORKDIR/export)")
-    parser.add_argument("--no-export", action="store_true", help="do not export a SavedModel at the end")
-    parser.add_argument("--resume", action="store_true",
-                        help="accepted for the other bAbI runs' sake: a rerun always continues what WORKDIR holds")
-    parser.add_argument("--verbose", type=int, choices=(0, 1, 2), default=0,
-                        help="Keras' progress output within a round (default 0: one line per round)")
-    return parser
-
-
-def parse_args(argv=None, parser=None, recipe=None):
-    """Parse `argv` with the settings of its --recipe (or `recipe`, when it names none) as defaults; an
-    explicit flag still wins. Every impossible combination is refused here, naming the flag."""
-    parser = common.show_defaults(parser or build_parser())
-    # --help waits until the recipe's values are the defaults it shows
-    name = parser.parse_known_args([a for a in (argv or []) if a not in ("-h", "--help")])[0].recipe or recipe
-    if name:
-        common.apply_recipe(parser, name)
-    args = parser.parse_args(argv)
-    args.recipe = name
-    if args.task != "all":
-        if args.tasks and args.tasks != [args.task]:
-            parser.error(f"--task {args.task} and --tasks {args.tasks} disagree; give one of them")
-        args.tasks = [args.task]
-    if args.results is None:
-        args.results = str(pathlib.Path(args.workdir) / "results.json")
-    if args.weight_decay < 0:  # Keras' Adam takes it and would grow every weight
-        parser.error(f"--weight-decay must be >= 0; got {args.weight_decay}")
-    if args.embedding_stddev is not None and args.embedding_stddev <= 0:
-        parser.error(f"--embedding-stddev must be > 0; got {args.embedding_stddev}")
-    if args.linear_start_rounds < 0:
-        parser.error(f"--linear-start-rounds must be >= 0; got {args.linear_start_rounds}")
-    if not args.warmup_answer_loss and args.answer_warmup_rounds == parser.get_default("answer_warmup_rounds"):
-        args.answer_warmup_rounds = None  # the recipe's answer warm-up goes with its loss (`--warmup-answer-loss none`)
-    if args.answer_warmup_rounds is not None and (args.answer_warmup_rounds < 0 or not args.warmup_answer_loss):
-        parser.error("--answer-warmup-rounds takes a count >= 0 and --warmup-answer-loss; "
-                     f"got {args.answer_warmup_rounds} with --warmup-answer-loss {args.warmup_answer_loss}")
-    for flag in ("dropout", "time_noise"):
-        if not 0 <= getattr(args, flag) < 1:
-            parser.error(f"--{flag.replace('_', '-')} must be in [0, 1); got {getattr(args, flag)}")
-    if args.coverage_penalty < 0:
-        parser.error(f"--coverage-penalty must be >= 0; got {args.coverage_penalty}")
-    if args.logit_scale is not None and args.logit_scale <= 0:
-        parser.error(f"--logit-scale must be > 0; got {args.logit_scale}")
-    if args.attention_supervision < 0:
-        parser.error(f"--attention-supervision must be >= 0; got {args.attention_supervision}")
-    if not 1 <= args.supervised_hops <= args.max_hops:
-        parser.error(f"--supervised-hops must be in [1, --max-hops {args.max_hops}]; got {args.supervised_hops}")
-    try:
-        task_repeats(args.task_repeats)
-        round_rates(args.learning_rate_from)
-    except ValueError as error:
-        parser.error(str(error))
-    if args.starts < 1 or args.start_rounds < 1:
-        parser.error(f"--starts and --start-rounds must be >= 1; got {args.starts} and {args.start_rounds}")
-    if not args.first_tasks:  # no curriculum (e.g. `--first-tasks` alone): the recipe's curriculum settings go
-        for flag in ("first_tasks_rounds", "first_tasks_learning_rate"):
-            if getattr(args, flag) not in (None, parser.get_default(flag)):
-                parser.error(f"--{flag.replace('_', '-')} needs --first-tasks: the tasks the curriculum's first "
-                             "rounds train")
-            setattr(args, flag, None)
-    if args.first_tasks_rounds is None:
-        args.first_tasks_rounds = 1 if args.first_tasks else 0
-    if args.first_tasks_rounds < 1 and args.first_tasks:
-        parser.error(f"--first-tasks-rounds must be >= 1; got {args.first_tasks_rounds}")
-    if args.tasks and args.first_tasks == parser.get_default("first_tasks"):  # the recipe's, on fewer tasks
-        args.first_tasks = [task for task in args.first_tasks if task in args.tasks]
-    if args.tasks and args.task_repeats == parser.get_default("task_repeats"):
-        args.task_repeats = [item for item in args.task_repeats if int(item.partition("=")[0]) in args.tasks]
-    outside = sorted(set(args.first_tasks) - set(args.tasks or range(1, 21)))
-    if outside:
-        parser.error(f"--first-tasks names task(s) {outside}, which are not trained (--tasks {args.tasks})")
-    unknown = sorted(set(args.rename_words) - set(INTERCHANGEABLE_WORDS))
-    if unknown:
-        parser.error(f"--rename-words knows the word classes of task(s) {sorted(INTERCHANGEABLE_WORDS)}; got {unknown}")
-    if args.no_time and args.time_noise:  # the noise would fall on a time encoding that is not there
-        parser.error("--time-noise needs the time encoding; it cannot go with --no-time")
-    return args
-
-
-def optional(kind):
-    """An argparse type: `kind(text)`, or None for "none" (a recipe's value taken back, e.g.
-    `--embedding-stddev none`)."""
-    def parse(text):
-        return None if text.lower() == "none" else kind(text)
-
-    parse.__name__ = kind.__name__  # argparse names the type in its errors
-    return parse
+def resolve(config):
+    """`config` with what its fields imply filled in: `tasks` from a single `task`; the curriculum's
+    `first_tasks` and `task_repeats` kept to the trained tasks; no curriculum rounds or rate without
+    `first_tasks` (a recipe's curriculum taken back with `first_tasks=()`); `first_tasks_rounds` 1 by default
+    with a curriculum; no answer warm-up rounds without `warmup_answer_loss`."""
+    trained = config.trained_tasks
+    first = tuple(task for task in config.first_tasks if task in trained)
+    repeats = tuple(item for item in config.task_repeats if int(item.partition("=")[0]) in trained)
+    return dataclasses.replace(
+        config, tasks=tuple(trained) if config.tasks or config.task != "all" else (), first_tasks=first,
+        task_repeats=repeats,
+        first_tasks_rounds=(1 if config.first_tasks_rounds is None else config.first_tasks_rounds) if first else 0,
+        first_tasks_learning_rate=config.first_tasks_learning_rate if first else None,
+        answer_warmup_rounds=config.answer_warmup_rounds if config.warmup_answer_loss else None)
 
 
 def keyed_items(items, flag, form, value_type, allowed, needs):
@@ -277,15 +83,16 @@ def task_repeats(items):
                        "K >= 1 and a task named once")
 
 
-def load(args):
+def load(config):
     from keras_relmem.data import load_babi
 
     # task 3's en-10k training file is missing from the shared copy: its 1k files stand in
-    return load_babi(args.tasks or "all", args.data, data_dir=args.data_dir, memory_size=args.memory_size,
-                     seed=args.seed, task_data={3: "en"} if args.data == "en-10k" else None)
+    return load_babi(list(config.tasks) or "all", config.data, data_dir=config.data_dir,
+                     memory_size=config.memory_size, seed=config.seed,
+                     task_data={3: "en"} if config.data == "en-10k" else None)
 
 
-def build(args, data):
+def build(args, data, jit_compile=False):
     import keras
 
     from keras_relmem.models import build_babi_model
@@ -311,7 +118,7 @@ def build(args, data):
                 stddev=args.embedding_stddev, seed=args.seed + salt)(table.embeddings.shape))
     model.compile(adam(args.learning_rate, weight_decay=args.weight_decay, decay_scope=args.decay_scope,
                        clipnorm=args.clipnorm),
-                  jit_compile=bool(args.jit_compile))
+                  jit_compile=bool(jit_compile))
     return model
 
 
@@ -324,11 +131,11 @@ def repeats_for_round(args, tasks, index):
     return repeats
 
 
-def train_dataset(data, args, seed, buckets=True, index=None):
+def train_dataset(data, args, seed, buckets=None, index=None):
     """Training batches of round `index` (None: past any curriculum); without buckets, every batch is
     padded to the longest story (as `BabiData.dataset`), through the same index-shuffling pipeline so
     only the padding differs."""
-    bounds = None if buckets else [data.story_length]
+    bounds = None if (args.buckets if buckets is None else buckets) else [data.story_length]
     features = ("story", "query", "time") + (("support",) if args.attention_supervision else ())
     repeats = repeats_for_round(args, data.tasks, args.first_tasks_rounds if index is None else index)
     return data.bucketed_dataset("train", args.batch_size, bounds=bounds, seed=seed, features=features,
@@ -456,20 +263,22 @@ def hop_errors(model, data, args):
     return result
 
 
-def train(args, recorded=None):
-    """Train (or go on training) the run `args` describe until its budget is spent; returns the results.
+def train_model(config, run):
+    """Train (or go on training) the run `config` describes until its budget is spent.
 
     Args:
-        args: from `parse_args`.
-        recorded: the arguments its results file records (default: `args` but --results).
+        config: a `configs.BabiJointConfig`.
+        run: the run's `keras_relmem.runs.RunOptions` (workdir, results file, threads, ...).
 
     Returns:
-        `(results, model, data)`: the results dict also written to `args.results`.
+        `(results, model, data)`: the results dict also written to the results file.
     """
-    from keras_relmem.training import train_in_rounds, write_json
+    from keras_relmem.training import limit_threads, train_in_rounds, write_json
 
-    common.limit_threads(args.threads)
-    refuse_to_overwrite(pathlib.Path(args.results), pathlib.Path(args.workdir))
+    recorded = {**config.to_dict(), "recipe": config.recipe, **({"command": run.command} if run.command else {})}
+    args = resolve(config)
+    limit_threads(run.threads)
+    refuse_to_overwrite(run.results_path, pathlib.Path(run.workdir))
     data = load(args)
     print(f"bAbI tasks {', '.join(map(str, data.tasks))}: {len(data.examples['train'])} training questions, "
           f"stories up to {data.story_length} sentences; bucket bounds {data_bucket_bounds(data)}", flush=True)
@@ -486,11 +295,11 @@ def train(args, recorded=None):
         apply_learning_rate(model, learning_rate_for_round(args, index))  # every round, so a resume too
         if index == args.first_tasks_rounds and index:
             print(f"round {index}: curriculum over, training on every task", flush=True)
-        ds = train_dataset(data, args, seed=seed * 1000 + index, buckets=not args.no_buckets, index=index)
+        ds = train_dataset(data, args, seed=seed * 1000 + index, index=index)
         start = time.perf_counter()
         # a round is an epoch of fit, so the controls (keras_relmem.callbacks) see the round's index
         history = model.fit(ds, steps_per_epoch=args.steps_per_round, initial_epoch=index, epochs=index + 1,
-                            callbacks=training_controls(args), verbose=args.verbose, shuffle=False)
+                            callbacks=training_controls(args), verbose=run.verbosity(0), shuffle=False)
         seconds = time.perf_counter() - start
         return {
             "examples": (index + 1) * args.steps_per_round * args.batch_size,
@@ -513,19 +322,17 @@ def train(args, recorded=None):
     def rounds(seed, workdir, max_rounds=None, on_round=None):
         """Train the model of `seed` (initial weights and data order) in `workdir` until the budget or
         `max_rounds`."""
-        seeded = argparse.Namespace(**{**vars(args), "seed": seed})
+        seeded = dataclasses.replace(args, seed=seed)
         return train_in_rounds(
-            lambda: build(seeded, data), lambda model, index: train_round(model, index, seed), evaluate,
+            lambda: build(seeded, data, jit_compile=run.jit_compile),
+            lambda model, index: train_round(model, index, seed), evaluate,
             workdir, args.budget_minutes, describe=describe, on_resume=resume, on_round=on_round,
             max_rounds=max_rounds,
         )
 
     facts = supporting_facts(data)
-    workdir = pathlib.Path(args.workdir)
+    workdir = pathlib.Path(run.workdir)
     starts = choose_start(args, workdir, rounds) if args.starts > 1 else None
-
-    if recorded is None:
-        recorded = {k: v for k, v in vars(args).items() if k != "results"}
 
     def record(curve, complete=False, extra=None):
         last = curve[-1]
@@ -548,7 +355,7 @@ def train(args, recorded=None):
                       for e in curve],
             "args": recorded,
         }
-        write_json(args.results, results)
+        write_json(run.results_path, results)
         return results
 
     curve, model = rounds(starts["seed"] if starts else args.seed, workdir, on_round=record)
@@ -588,12 +395,13 @@ def refuse_to_overwrite(results, workdir):
     """A new run (nothing in `workdir` to continue) would write over `results`: refused when that file
     already holds a run, so a committed result is not lost to a rerun of its command after its workdir
     was removed, or to a new recipe left on the default --results."""
+    from keras_relmem.runs import RunRefused
     from keras_relmem.training import saved_curve
 
     begun = saved_curve(workdir) or (workdir / "starts.json").exists() or (workdir / "start0").is_dir()
     if results.exists() and not begun:
-        raise SystemExit(f"{results} already holds a run, and {workdir} has none to continue: a new run would "
-                         "overwrite it; pass another --results, or remove the file to train again")
+        raise RunRefused(f"{results} already holds a run, and {workdir} has none to continue: a new run would "
+                         "overwrite it; pass another results file, or remove the file to train again")
 
 
 def choose_start(args, workdir, rounds):
@@ -615,7 +423,7 @@ def choose_start(args, workdir, rounds):
                               args.starts, args.start_rounds, args.seed, summarize,
                               extra={"chosen_on": start_trained_tasks(args, tasks)}, seed_stride=START_SEED_STRIDE)
     except WorkdirMismatch as error:
-        raise SystemExit(f"--starts {args.starts} --start-rounds {args.start_rounds}: {error}") from None
+        raise ValueError(f"starts {args.starts}, start_rounds {args.start_rounds}: {error}") from None
 
 
 def answer_warmup_rounds(args):
@@ -630,7 +438,7 @@ def apply_supervision_arguments(model, args):
     try:
         model.set_attention_supervision(float(args.attention_supervision), int(args.supervised_hops))
     except ValueError as error:
-        raise SystemExit(f"--attention-supervision/--supervised-hops for the saved model: {error}") from None
+        raise ValueError(f"attention_supervision/supervised_hops for the saved model: {error}") from None
     if before != (model.attention_supervision, model.supervised_hops):
         print(f"attention supervision {before[0]:g} on {before[1]} hop(s) -> "
               f"{args.attention_supervision:g} on {args.supervised_hops}", flush=True)
@@ -677,8 +485,8 @@ def training_controls(args):
 def check_linear_start(model, rounds):
     """--linear-start-rounds needs a MEMO built with linear start (a saved model's is fixed)."""
     if rounds and not model.memo.linear_start:
-        raise SystemExit("--linear-start-rounds: the saved MEMO in this --workdir was built without linear "
-                         "start; use a new --workdir.")
+        raise ValueError("linear_start_rounds: the saved MEMO in this workdir was built without linear "
+                         "start; use a new workdir.")
 
 
 def reset_halting_network(model):
@@ -697,25 +505,20 @@ def data_bucket_bounds(data):
     return babi.bucket_bounds(data.story_lengths("train"))
 
 
-def run(argv, recipe="memo_babi_joint", command="python tasks/train_babi.py"):
-    """The task script's joint MEMO run: parse `argv` (defaults from `recipe`), train in rounds until the
-    budget (resuming what WORKDIR holds), print the per-task table, write the results and export the model.
-
-    The results file records the arguments and `command` followed by `argv`, the command that made it.
-    """
+def train(config, run):
+    """Train `config` (a `configs.BabiJointConfig`) as `run` (`RunOptions`) says, until its budget is spent
+    (continuing what the workdir holds); print the per-task table, write the results and export the model.
+    Returns the results dict."""
     from keras_relmem import export
 
-    args = parse_args(argv, recipe=recipe)
-    recorded = {"command": " ".join([command, *argv]),
-                **{k: v for k, v in vars(args).items() if k != "results"}}
-    results, model, data = train(args, recorded=recorded)
+    results, model, data = train_model(config, run)
     rows = {int(task): {"accuracy": 1 - row["error"] / 100, "error": row["error"] / 100}
             for task, row in results["tasks"].items()}
-    print("\n" + babi.format_table(rows, "memo, joint"), flush=True)
+    print("\n" + format_table(rows, "memo, joint"), flush=True)
     rho = results["hops_spearman"]
     print(f"Spearman of mean hops and supporting facts across tasks: {'-' if rho is None else f'{rho:.2f}'}")
-    print(f"Results written to {args.results}")
-    if not args.no_export:
-        base = args.export_dir or str(pathlib.Path(args.workdir) / "export")
-        export.announce(str(export.export_babi(model, data, base, name=export.babi_model_name("memo", data.tasks))))
+    print(f"Results written to {run.results_path}")
+    if run.export:
+        path = export.export_babi(model, data, run.export_base(), name=export.babi_model_name("memo", data.tasks))
+        export.announce(str(path))
     return results

@@ -1,4 +1,4 @@
-"""Word-level language modelling: the library behind `tasks/train_lm.py`.
+"""Word-level language modelling: what `kr.train` runs for a `configs.LMConfig` (`relmem-train-lm`).
 
 Embedding, a recurrent core (RMC or LSTM) and a tied softmax, trained with
 truncated back-propagation through time: each batch row continues the
@@ -8,43 +8,10 @@ perplexity per epoch and test perplexity at the end, and exports a next-word
 model.
 """
 
-import argparse
 import math
-import os
-import pathlib
-import sys
 import time
 
 from keras_relmem.data import lm as lm_data
-from keras_relmem.tasks import common
-
-# The flags' defaults are the model's default recipe (keras_relmem.recipes: lm_ptb_rmc, lm_ptb_lstm).
-
-
-def build_parser():
-    parser = argparse.ArgumentParser(
-        description="Train a next-word language model (RMC or LSTM) with truncated BPTT.",
-    )
-    parser.add_argument("--model", choices=["rmc", "lstm"], default="rmc")
-    common.add_recipe_arguments(parser, "lm")
-    parser.add_argument("--corpus", choices=lm_data.CORPORA, default="ptb")
-    parser.add_argument("--data-dir", default=None, help="local data folder (default $KERAS_RELMEM_DATA)")
-    parser.add_argument("--epochs", type=common.positive_int, default=None)
-    parser.add_argument("--batch-size", type=common.positive_int, default=None)
-    parser.add_argument(
-        "--bptt", type=common.positive_int, default=None, help="truncation length (default: the recipe's, 100)"
-    )
-    parser.add_argument("--learning-rate", type=float, default=None)
-    parser.add_argument("--clipnorm", type=float, default=None)
-    parser.add_argument("--embedding-dim", type=common.positive_int, default=None, help="default 192")
-    parser.add_argument("--untied", action="store_true", help="a separate softmax matrix instead of the embedding")
-    parser.add_argument("--mem-slots", type=common.positive_int, default=None, help="RMC (default 1)")
-    parser.add_argument("--head-size", type=common.positive_int, default=None, help="RMC (default 192)")
-    parser.add_argument("--num-heads", type=common.positive_int, default=None, help="RMC (default 4)")
-    parser.add_argument("--key-size", type=common.positive_int, default=None, help="RMC (default 64)")
-    parser.add_argument("--units", type=common.positive_int, default=None, help="LSTM (default 1000)")
-    common.add_run_arguments(parser, "runs/lm")
-    return common.show_defaults(parser)
 
 
 def model_hparams(args):
@@ -56,14 +23,13 @@ def model_hparams(args):
     return hparams
 
 
-def run(argv=None):
-    args = common.parse_with_recipes(build_parser(), sys.argv[1:] if argv is None else argv, "lm")
+def train(config, run):
+    """Train `config` (a `configs.LMConfig`) as `run` (`RunOptions`) says; returns the results dict (validation
+    perplexity per epoch, test perplexity) also written to `results.json`."""
+    args = config
     # Graph mode beats XLA for these models on CPU (bench/lm_speed.py).
-    jit = bool(args.jit_compile)
-    try:
-        corpus = lm_data.load_corpus(args.corpus, args.data_dir)
-    except (FileNotFoundError, ValueError, ConnectionError) as error:
-        build_parser().error(str(error))
+    jit = bool(run.jit_compile)
+    corpus = lm_data.load_corpus(config.corpus, config.data_dir)
 
     import keras
 
@@ -71,19 +37,17 @@ def run(argv=None):
     from keras_relmem.models import language_model
 
     keras.utils.set_random_seed(args.seed)
-    strategy = distribute.get_strategy(args.strategy)
+    strategy = distribute.get_strategy(run.strategy)
     if strategy.num_replicas_in_sync > 1:
-        build_parser().error(
-            "the LM carries state across batches (stateful TBPTT), which needs a single "
-            "replica; use --strategy default"
-        )
+        raise ValueError("the LM carries state across batches (stateful TBPTT), which needs a single replica; "
+                         "use the strategy 'default'")
     train = corpus.bptt_dataset("train", args.batch_size, args.bptt)
     valid = corpus.bptt_dataset("valid", args.batch_size, args.bptt)
     test = corpus.bptt_dataset("test", args.batch_size, args.bptt)
-    if args.max_steps:
-        train = train.take(args.max_steps)
-    if args.max_eval_steps:
-        valid, test = (d.take(args.max_eval_steps) for d in (valid, test))
+    if run.max_steps:
+        train = train.take(run.max_steps)
+    if run.max_eval_steps:
+        valid, test = (d.take(run.max_eval_steps) for d in (valid, test))
     hparams = model_hparams(args)
     with strategy.scope():
         model = language_model.build_language_model(
@@ -98,8 +62,8 @@ def run(argv=None):
     print(f"{args.model} language model on {args.corpus}: {model.count_params():,} parameters", flush=True)
     start = time.time()
     record = training.run_fit(
-        model, train, valid, args.workdir, args.epochs, resume=args.resume, logdir=args.logdir,
-        callbacks=[language_model.ResetMemory(), language_model.Perplexity()], verbose=args.verbose,
+        model, train, valid, run.workdir, args.epochs, resume=run.resume, logdir=run.logdir,
+        callbacks=[language_model.ResetMemory(), language_model.Perplexity()], verbose=run.verbosity(),
     )
     seconds = time.time() - start
     language_model.reset_memory(model)
@@ -114,21 +78,113 @@ def run(argv=None):
         ],
         "test_perplexity": math.exp(min(test_loss, 50.0)),
         "train_seconds": seconds,
-        "args": vars(args),
+        "args": {**config.to_dict(), "recipe": config.recipe},
     }
     for entry in results["epochs"]:
         print(f"epoch {entry['epoch'] + 1}: validation perplexity {entry['val_perplexity']:.2f}")
     print(f"test perplexity {results['test_perplexity']:.2f}", flush=True)
-    if not args.no_export and distribute.is_chief():
+    if run.export and distribute.is_chief():
         serving = language_model.build_language_model(args.model, len(corpus.vocab), **hparams)
         serving.set_weights(model.get_weights())
-        base = args.export_dir or os.path.join(args.workdir, "export")
-        results["export"] = str(export.export_lm(serving, corpus.vocab, base, name=f"lm_{args.model}_{args.corpus}"))
+        results["export"] = str(export.export_lm(serving, corpus.vocab, run.export_base(),
+                                                 name=f"lm_{args.model}_{args.corpus}"))
         export.announce(results["export"])
     if distribute.is_chief():
-        training.write_json(pathlib.Path(args.workdir) / "results.json", results)
+        training.write_json(run.results_path, results)
     return results
 
 
-def main():
-    run()
+def learning_rate_at(epoch, base, decay, after):
+    """The rate of epoch `epoch` (0-based): `base` for the first `after` epochs, then times `decay` once
+    more at every epoch, as in Zaremba et al.'s PTB code (`lr * decay ** max(epoch + 1 - after, 0)`)."""
+    return base * decay ** max(int(epoch) + 1 - after, 0)
+
+
+def perplexity(model, dataset):
+    """exp(mean cross-entropy) from the initial memory, leaving the training state as it was."""
+    from keras_relmem.models import language_model
+
+    states = {layer.name: [v.numpy() for v in layer.states] for layer in model.layers
+              if getattr(layer, "stateful", False) and layer.states is not None}
+    language_model.reset_memory(model)
+    loss = float(model.evaluate(dataset, verbose=0))
+    for layer in model.layers:
+        for variable, value in zip(getattr(layer, "states", None) or [], states.get(layer.name, [])):
+            variable.assign(value)
+    return round(math.exp(min(loss, 50.0)), 2)
+
+
+def train_rounds(config, run):
+    """Train `config` (a `configs.LMRoundsConfig`) on PTB as `run` (`RunOptions`) says: rounds of stateful TBPTT
+    batches until the budget is spent (continuing what the workdir holds), validation perplexity after each;
+    returns the result (test perplexity after the budget, and of the best validation round with `keep_best`)
+    also written to the results file."""
+    import pathlib
+
+    import keras
+
+    from keras_relmem.models import language_model
+    from keras_relmem.tasks.rounds import recorder
+    from keras_relmem.training import BEST_WEIGHTS, kept_best, limit_threads, train_in_rounds
+
+    limit_threads(run.threads)
+    keras.utils.set_random_seed(config.seed)
+    corpus = lm_data.load_corpus("ptb", config.data_dir)
+    train = corpus.bptt_dataset("train", config.batch_size, config.bptt)
+    valid = corpus.bptt_dataset("valid", config.batch_size, config.bptt)
+    test = corpus.bptt_dataset("test", config.batch_size, config.bptt)
+    batches = int(train.cardinality())
+    hparams = {}
+    if config.model == "lstm":
+        hparams = {"units": config.units, "num_layers": config.num_layers, "dropout": config.dropout,
+                   "init_scale": config.init_scale, "tied": False if config.untied else None}
+
+    def build():
+        model = language_model.build_language_model(config.model, len(corpus.vocab), batch_size=config.batch_size,
+                                                    sequence_length=config.bptt, stateful=True, **hparams)
+        optimizer = {"adam": keras.optimizers.Adam, "sgd": keras.optimizers.SGD}[config.optimizer]
+        clipping = {"clipnorm": config.clipnorm or None, "global_clipnorm": config.global_clipnorm or None}
+        model.compile(optimizer(config.learning_rate, **clipping),
+                      keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        return model
+
+    def train_round(model, index):
+        start = (index * config.batches_per_round) % batches
+        epoch = index * config.batches_per_round // batches
+        model.optimizer.learning_rate.assign(
+            learning_rate_at(epoch, config.learning_rate, config.lr_decay, config.decay_after))
+        if start < config.batches_per_round:  # a new epoch: the memory restarts
+            language_model.reset_memory(model)
+        history = model.fit(train.skip(start).take(config.batches_per_round), epochs=1, shuffle=False,
+                            verbose=run.verbosity(0))
+        loss = history.history["loss"][-1]
+        return {"epoch": round(index * config.batches_per_round / batches, 3),
+                "train_perplexity": round(math.exp(min(loss, 50.0)), 2)}
+
+    def summary(curve):
+        return {"val_perplexity": curve[-1]["val_perplexity"], "minutes": curve[-1]["minutes"],
+                "epochs": round(len(curve) * config.batches_per_round / batches, 3),
+                "tokens": len(curve) * config.batches_per_round * config.batch_size * config.bptt,
+                "curve": [{k: e[k] for k in ("minutes", "epoch", "train_perplexity", "val_perplexity")}
+                          for e in curve]}
+
+    on_round, finish = recorder(config, run, summary)
+    curve, model = train_in_rounds(
+        build, train_round, lambda model: {"val_perplexity": perplexity(model, valid)}, run.workdir,
+        config.budget_minutes,
+        describe=lambda e: (f"{config.model} round {e['round']:3d}  {e['minutes']:6.1f} min  epoch "
+                            f"{e['epoch']:5.2f}  train ppl {e['train_perplexity']:8.1f}  valid ppl "
+                            f"{e['val_perplexity']:8.1f}"),
+        on_resume=language_model.reset_memory, on_round=on_round,
+        keep_best=("val_perplexity", "min") if config.keep_best else None)
+    result = {"complete": True, "perplexity": perplexity(model, test), "parameters": int(model.count_params()),
+              **summary(curve)}
+    workdir = pathlib.Path(run.workdir)
+    best = kept_best(workdir, curve, "val_perplexity", "min") if config.keep_best else None
+    if best is not None:
+        model.load_weights(workdir / BEST_WEIGHTS)
+        result.update({"best_round": best["round"], "best_minutes": best["minutes"],
+                       "best_val_perplexity": best["val_perplexity"], "best_perplexity": perplexity(model, test)})
+    print(f"{config.model}: test perplexity {result['perplexity']:.1f} after {result['minutes']:.1f} training "
+          f"minutes ({result['epochs']:.2f} epochs)")
+    return finish(result)

@@ -1,4 +1,4 @@
-"""Learning to Execute (the RMC paper's Table 1): the library behind `tasks/train_lte.py`.
+"""Learning to Execute (the RMC paper's Table 1): what `kr.train` runs for a `configs.LTEConfig`.
 
 A recurrent core (the RMC, the EntNet cell or an LSTM) reads a program one
 character at a time and writes what it prints (`keras_relmem.models.ReadThenWrite`).
@@ -6,62 +6,21 @@ Training examples are drawn fresh for every batch under an LTE curriculum;
 after every epoch the model is tested on a fixed test set of the target
 setting (per-character accuracy and solved answers).
 
-The configurations are Sonnet's `rmc_learn_to_execute.py` scaled to one CPU
-core: 4 memories and 4 heads as there, but head size 32 (not 2,048: a CPU
-core runs about 40 RMC steps a second at this size), 2 MLP layers of 256 (not
-4), batch 64 (not 1,600) and Adam 1e-3 (not 1e-4: a smaller batch takes a
-larger rate). The LSTM has 256 units, the EntNet cell 20 blocks of the
+The configuration's defaults are Sonnet's `rmc_learn_to_execute.py` scaled
+to one CPU core: 4 memories and 4 heads as there, but head size 32 (not
+2,048: a CPU core runs about 40 RMC steps a second at this size), 2 MLP layers
+of 256 (not 4), batch 64 (not 1,600) and Adam 1e-3 (not 1e-4: a smaller batch
+takes a larger rate). The LSTM has 256 units, the EntNet cell 20 blocks of the
 embedding size (64).
 """
 
-import argparse
-import os
 import pathlib
-import sys
 
 from keras_relmem.data import lte
-from keras_relmem.tasks import common
-
-# The cores' configurations (see the module docstring for what was scaled from Sonnet's example and why).
-CORE_DEFAULTS = {
-    "rmc": {"mem_slots": 4, "head_size": 32, "num_heads": 4, "num_blocks": 1},
-    "lstm": {"units": 256},
-    "entnet": {"entnet_blocks": 20},
-}
-TRAINING_DEFAULTS = {"learning_rate": 1e-3, "batch_size": 64, "embedding_dim": 64, "mlp_units": (256, 256),
-                     "curriculum": "combine", "advance_at": 0.9}
 
 
-def build_parser():
-    parser = argparse.ArgumentParser(
-        description="Train an RMC, an EntNet cell or an LSTM to execute programs (Learning to Execute).",
-    )
-    parser.add_argument("--task", choices=lte.TASKS, default="program")
-    parser.add_argument("--model", choices=list(CORE_DEFAULTS), default="rmc")
-    parser.add_argument("--length", type=common.positive_int, default=5, help="literal length (the paper's: 5)")
-    parser.add_argument("--nesting", type=common.positive_int, default=2, help="nesting (the paper's: 2)")
-    parser.add_argument("--curriculum", choices=lte.CURRICULA, default=TRAINING_DEFAULTS["curriculum"])
-    parser.add_argument("--advance-at", type=float, default=TRAINING_DEFAULTS["advance_at"],
-                        help="per-character accuracy at the curriculum's current level that moves it on")
-    parser.add_argument("--epochs", type=common.positive_int, default=20)
-    parser.add_argument("--steps-per-epoch", type=common.positive_int, default=200)
-    parser.add_argument("--batch-size", type=common.positive_int, default=TRAINING_DEFAULTS["batch_size"])
-    parser.add_argument("--learning-rate", type=float, default=TRAINING_DEFAULTS["learning_rate"])
-    parser.add_argument("--test-examples", type=common.positive_int, default=1000)
-    parser.add_argument("--embedding-dim", type=common.positive_int, default=TRAINING_DEFAULTS["embedding_dim"])
-    parser.add_argument("--mlp-units", type=common.positive_int, nargs="+",
-                        default=list(TRAINING_DEFAULTS["mlp_units"]))
-    for name, value in CORE_DEFAULTS["rmc"].items():
-        parser.add_argument(f"--{name.replace('_', '-')}", type=common.positive_int, default=value, help="RMC")
-    parser.add_argument("--units", type=common.positive_int, default=CORE_DEFAULTS["lstm"]["units"], help="LSTM")
-    parser.add_argument("--entnet-blocks", type=common.positive_int, default=CORE_DEFAULTS["entnet"]["entnet_blocks"],
-                        help="EntNet memory blocks")
-    common.add_run_arguments(parser, "runs/lte")
-    return common.show_defaults(parser)
-
-
-def build_model(args):
-    """A compiled `ReadThenWrite` for `args` (the parser's flags: task, setting, core and training)."""
+def build_model(args, jit_compile=False):
+    """A compiled `ReadThenWrite` for `args` (a `configs.LTEConfig`: task, setting, core and training)."""
     import keras
 
     from keras_relmem.models.seq2seq import ReadThenWrite, answer_loss, answer_metrics, build_core
@@ -75,7 +34,7 @@ def build_model(args):
         embedding_dim=args.embedding_dim, mlp_units=args.mlp_units, name=f"lte_{args.task}_{args.model}",
     )
     model.compile(keras.optimizers.Adam(args.learning_rate), loss=answer_loss(), metrics=answer_metrics(),
-                  jit_compile=bool(getattr(args, "jit_compile", False)))
+                  jit_compile=bool(jit_compile))
     return model
 
 
@@ -128,28 +87,30 @@ def saved_level(workdir, task, length, nesting, curriculum):
     return lte.CurriculumLevel(length, nesting, curriculum, level=level, task=task), len(epochs)
 
 
-def run(argv=None):
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+def train(config, run):
+    """Train `config` (a `configs.LTEConfig`) as `run` (`RunOptions`) says; returns the results dict also
+    written to `results.json`."""
+    args = config
     import keras
     import tensorflow as tf
 
     from keras_relmem import training
 
     keras.utils.set_random_seed(args.seed)
-    level, done = saved_level(args.workdir, args.task, args.length, args.nesting, args.curriculum) if args.resume else (
+    level, done = saved_level(run.workdir, args.task, args.length, args.nesting, args.curriculum) if run.resume else (
         lte.CurriculumLevel(args.length, args.nesting, args.curriculum, task=args.task), 0)
-    steps = args.max_steps or args.steps_per_epoch
+    steps = run.max_steps or args.steps_per_epoch
     # One draw of examples per epoch, numbered on from the epochs already done, so a resumed run sees new data.
     train = lte.dataset(args.task, args.length, args.nesting, args.batch_size, seed=args.seed, level=level,
                         batches_per_draw=steps, first_draw=done)
     test = lte.test_set(args.task, args.length, args.nesting, args.test_examples, seed=args.seed)
     test_ds = tf.data.Dataset.from_tensor_slices((test["program"], test["answer"])).batch(250)
-    if args.max_eval_steps:
-        test_ds = test_ds.take(args.max_eval_steps)
-    model = build_model(args)
+    if run.max_eval_steps:
+        test_ds = test_ds.take(run.max_eval_steps)
+    model = build_model(args, jit_compile=run.jit_compile)
     record = training.run_fit(
-        model, train, test_ds, args.workdir, args.epochs, resume=args.resume, logdir=args.logdir,
-        callbacks=[curriculum_callback(level, args.task, args.advance_at, args.seed)], verbose=args.verbose,
+        model, train, test_ds, run.workdir, args.epochs, resume=run.resume, logdir=run.logdir,
+        callbacks=[curriculum_callback(level, args.task, args.advance_at, args.seed)], verbose=run.verbosity(),
         steps_per_epoch=steps,
     )
     epochs = record["epochs"]
@@ -163,18 +124,15 @@ def run(argv=None):
     results = {
         "task": args.task, "model": args.model, "parameters": int(model.count_params()),
         "test_character_accuracy": epochs[-1]["val_character_accuracy"] if epochs else None,
-        "test_solved": epochs[-1]["val_solved"] if epochs else None, "args": vars(args),
+        "test_solved": epochs[-1]["val_solved"] if epochs else None,
+        "args": {**config.to_dict(), "recipe": config.recipe},
     }
-    training.write_json(pathlib.Path(args.workdir) / "results.json", results)
-    if not args.no_export:
+    training.write_json(run.results_path, results)
+    if run.export:
         from keras_relmem import export
 
-        base = args.export_dir or os.path.join(args.workdir, "export")
-        path = export.export_lte(model, args.task, args.length, args.nesting, base, name=f"lte_{args.task}")
+        path = export.export_lte(model, args.task, args.length, args.nesting, run.export_base(),
+                                 name=f"lte_{args.task}")
         export.announce(path)
         results["export"] = str(path)
     return results
-
-
-def main():
-    run()

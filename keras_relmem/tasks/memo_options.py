@@ -1,51 +1,26 @@
-"""MEMO's halting options on the command line, and batched inference with each example's hops.
+"""MEMO's halting settings, and batched inference with each example's hops.
 
-Shared by the MEMO task scripts and the benches that measure them: the
-REINFORCE flags (`add_halting_arguments`), what they set on a MEMOClassifier
-being built (`halting_settings`) or resumed (`apply_halting_arguments`), and
-`predict_with_hops` for evaluation (Banino et al. 2020, §2.3: the halting
-policy and its training).
+Shared by the MEMO trainers and the benches that measure them: what the
+REINFORCE settings (`answer_loss`, `gamma`, `beta`, `halting_inputs` of a
+config) set on a MEMOClassifier being built (`halting_settings`) or resumed
+(`apply_halting_arguments`), and `predict_with_hops` for evaluation (Banino et
+al. 2020, §2.3: the halting policy and its training).
 """
 
 import keras
 import numpy as np
 
-from keras_relmem.models.memo import ANSWER_LOSSES, TRAINING_DEFAULTS
-
-
-def add_halting_arguments(parser):
-    """MEMO's REINFORCE options: --answer-loss, --gamma, --beta, --halting-inputs.
-
-    The defaults are MEMOClassifier's, the ones that kept the halting policy
-    from collapsing to one hop on joint bAbI and on PAI (its defaults before
-    1.0, "visited" and 0.9, did collapse it: docs/results.md).
-    """
-    parser.add_argument("--answer-loss", choices=ANSWER_LOSSES, default=TRAINING_DEFAULTS["answer_loss"],
-                        help="hops whose answers the cross-entropy trains (MEMOClassifier's answer_loss); "
-                             "'visited' let the policy collapse to one hop; 'last' trains hop N's alone, "
-                             "'halted' the sampled halting hop's, 'halted+last' both")
-    parser.add_argument("--gamma", type=float, default=TRAINING_DEFAULTS["gamma"],
-                        help="REINFORCE discount (0.9, MEMOClassifier's default before 1.0, is a 10%%-per-hop cost "
-                             "that made one hop pay on the easy queries); set on a resumed model too")
-    parser.add_argument("--beta", type=float, default=TRAINING_DEFAULTS["beta"],
-                        help="weight of the expected-hops loss (MEMOClassifier's default 0.01): a cost of 0.01 a "
-                             "hop on every query, which can outweigh a hard query type's gain when the policy "
-                             "cannot tell the types apart; set on a resumed model too")
-    parser.add_argument("--halting-inputs", choices=("distance", "distance+entropy"), default="distance+entropy",
-                        help="what the halting network reads each hop with the hop index (MEMO's halting_inputs): "
-                             "the attention distance and the entropy of the hop's answer (default, MEMO's), or the "
-                             "paper's distance alone; fixed when the model is built")
-    return parser
 
 def halting_settings(args):
-    """The MEMOClassifier settings the halting flags give, for building a MEMO or resuming one."""
+    """The MEMOClassifier settings of a config's (or a bench's flags') halting fields, for building a MEMO or
+    resuming one."""
     return {"answer_loss": args.answer_loss, "gamma": float(args.gamma), "beta": float(args.beta),
             "halting_inputs": args.halting_inputs}
 
 def apply_halting_arguments(model, args):
-    """Give a (resumed) MEMO the run's --answer-loss, --gamma and --beta (and check --halting-inputs).
+    """Give a (resumed) MEMO the run's answer_loss, gamma and beta (and check halting_inputs).
 
-    A `.keras` file brings back the settings it was saved with; the flags say
+    A `.keras` file brings back the settings it was saved with; the config says
     how training goes on from here (e.g. a run resumed with another gamma).
     Both are read when the training step is traced, so call this before the
     first `fit` of a sitting. Models without a halting policy are left alone.
@@ -55,11 +30,53 @@ def apply_halting_arguments(model, args):
         settings = halting_settings(args)
         inputs = settings.pop("halting_inputs")
         if memo.halting_inputs != inputs:  # the policy's input size is fixed by its weights
-            raise SystemExit(f"--halting-inputs {inputs}: the saved MEMO in this --workdir was built with "
-                             f"{memo.halting_inputs!r}; use a new --workdir for another halting input.")
+            raise ValueError(f"halting_inputs {inputs!r}: the saved MEMO in this workdir was built with "
+                             f"{memo.halting_inputs!r}; use a new workdir for another halting input.")
         for name, value in settings.items():
             setattr(model, name, value)
     return model
+
+
+def build_classifier(config, num_answers, **settings):
+    """A compiled `MEMOClassifier` for a config whose `model` is "memo" (REINFORCE halting, `config.hops`) or
+    "emn" (one hop, no halting network), seeded with `config.seed`, trained with Adam at its learning rate;
+    `settings` are more MEMOClassifier arguments."""
+    from keras_relmem.models.memo import MEMOClassifier
+
+    keras.utils.set_random_seed(config.seed)
+    memo = config.model == "memo"
+    reinforce = halting_settings(config) if memo else {}
+    model = MEMOClassifier(num_answers, max_hops=config.hops if memo else 1,
+                           halting="reinforce" if memo else None, seed=config.seed, **settings, **reinforce)
+    model.compile(keras.optimizers.Adam(config.learning_rate))
+    return model
+
+
+def warm_start_memo(model, path):
+    """Copy every weight but the halting network's from the saved MEMOClassifier at `path` into `model`.
+
+    A trained MEMO with a fresh halting policy, e.g. to try other halting
+    inputs on a model whose answers are already learned. Both models must be
+    built; weights are matched by path (`.../memo/keys/kernel`) and shape.
+    Returns the number of weights copied.
+    """
+    source = keras.saving.load_model(path)
+    saved = {v.path: v for v in source.weights}
+    copied = 0
+    for variable in model.weights:
+        if "halting_policy" in variable.path:
+            continue
+        if variable.path not in saved or tuple(saved[variable.path].shape) != tuple(variable.shape):
+            raise ValueError(f"warm_start {path}: no weight {variable.path} of shape {tuple(variable.shape)} "
+                             "there; start from a model with the same architecture settings.")
+        variable.assign(saved[variable.path])
+        copied += 1
+    return copied
+
+
+def label(model_name):
+    """The table name of a model: "MEMO", or "EMN" for the single-hop baseline."""
+    return "MEMO" if model_name == "memo" else "EMN"
 
 
 # id(model) -> compiled forward; the function holds its model, so an id is never reused

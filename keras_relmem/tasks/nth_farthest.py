@@ -1,4 +1,4 @@
-"""Nth Farthest (Santoro et al. 2018, §4.1): the library behind `tasks/train_nth_farthest.py`.
+"""Nth Farthest (Santoro et al. 2018, §4.1): what `kr.train` runs for a `configs.NthFarthestConfig`.
 
 A sequence of 8 random 16-dimensional vectors with labels is read one vector
 per step; the answer is the label of the n-th farthest vector from vector m.
@@ -6,44 +6,10 @@ The recurrent core (RMC or LSTM) reads the sequence and an MLP answers from
 its final output. Test accuracy is reported after every epoch.
 """
 
-import argparse
-import os
 import pathlib
-import sys
 import time
 
 from keras_relmem.data import synthetic
-from keras_relmem.tasks import common
-
-RMC_DEFAULTS = {"mem_slots": 4, "head_size": 64, "num_heads": 4, "num_blocks": 1}
-
-
-def build_parser():
-    parser = argparse.ArgumentParser(
-        description="Train an RMC or an LSTM on the RMC paper's Nth Farthest task.",
-    )
-    parser.add_argument("--model", choices=["rmc", "lstm", "mlp"], default="rmc",
-                        help="mlp: no recurrent core, the MLP reads the flattened sequence (a reference)")
-    common.add_recipe_arguments(parser, "nth_farthest")
-    parser.add_argument("--train-examples", type=common.positive_int, default=50_000)
-    parser.add_argument("--test-examples", type=common.positive_int, default=5_000)
-    parser.add_argument("--num-objects", type=common.positive_int, default=8)
-    parser.add_argument("--num-features", type=common.positive_int, default=16)
-    parser.add_argument("--epochs", type=common.positive_int, default=20)
-    parser.add_argument("--batch-size", type=common.positive_int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--mem-slots", type=common.positive_int, default=RMC_DEFAULTS["mem_slots"])
-    parser.add_argument("--head-size", type=common.positive_int, default=RMC_DEFAULTS["head_size"])
-    parser.add_argument("--num-heads", type=common.positive_int, default=RMC_DEFAULTS["num_heads"])
-    parser.add_argument("--num-blocks", type=common.positive_int, default=RMC_DEFAULTS["num_blocks"])
-    parser.add_argument("--units", type=common.positive_int, default=512, help="LSTM units")
-    parser.add_argument(
-        "--mlp-layers", type=common.positive_int, default=2,
-        help="ReLU layers of 256 units between the core and the answer (Sonnet's example: 4)",
-    )
-    parser.add_argument("--plot", default=None, metavar="DIR", help="write RMC attention grids and the training curves")
-    common.add_run_arguments(parser, "runs/nth_farthest")
-    return common.show_defaults(parser)
 
 
 def build_model(args, input_shape):
@@ -58,17 +24,19 @@ def build_model(args, input_shape):
             num_heads=args.num_heads, num_blocks=args.num_blocks, name="core",
         )(inputs)
     elif args.model == "lstm":
-        h = keras.layers.LSTM(args.units, name="core")(inputs)
+        h = keras.layers.LSTM(args.units or 512, name="core")(inputs)
     else:
         h = keras.layers.Flatten(name="core")(inputs)
-    for _ in range(getattr(args, "mlp_layers", 2)):
+    for _ in range(args.mlp_layers):
         h = keras.layers.Dense(256, activation="relu")(h)
     logits = keras.layers.Dense(args.num_objects, name="answer")(h)
     return keras.Model(inputs, logits, name=f"nth_farthest_{args.model}")
 
 
-def run(argv=None):
-    args = common.parse_with_recipes(build_parser(), sys.argv[1:] if argv is None else argv, "nth_farthest")
+def train(config, run):
+    """Train `config` (a `configs.NthFarthestConfig`) as `run` (`RunOptions`) says; returns the results dict
+    (the accuracy curve, the last test accuracy) also written to `results.json`."""
+    args = config
     import keras
     import tensorflow as tf
 
@@ -77,15 +45,15 @@ def run(argv=None):
     keras.utils.set_random_seed(args.seed)
     train = synthetic.nth_farthest(args.train_examples, args.num_objects, args.num_features, seed=args.seed)
     test = synthetic.nth_farthest(args.test_examples, args.num_objects, args.num_features, seed=args.seed + 1)
-    strategy = distribute.get_strategy(args.strategy)
-    static = distribute.needs_static_batches(strategy) or bool(args.jit_compile)
+    strategy = distribute.get_strategy(run.strategy)
+    static = distribute.needs_static_batches(strategy) or bool(run.jit_compile)
 
     def dataset(data, shuffle):
         ds = tf.data.Dataset.from_tensor_slices((data["inputs"], data["target"]))
         if shuffle:
             ds = ds.shuffle(len(data["target"]), seed=args.seed)
         ds = ds.batch(args.batch_size, drop_remainder=static)
-        cap = args.max_steps if shuffle else args.max_eval_steps  # the training set is the shuffled one
+        cap = run.max_steps if shuffle else run.max_eval_steps  # the training set is the shuffled one
         return (ds.take(cap) if cap else ds).prefetch(tf.data.AUTOTUNE)
 
     with strategy.scope():
@@ -94,12 +62,12 @@ def run(argv=None):
             keras.optimizers.Adam(args.learning_rate),
             keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             metrics=["accuracy"],
-            jit_compile=bool(args.jit_compile),
+            jit_compile=bool(run.jit_compile),
         )
     start = time.time()
     record = training.run_fit(
-        model, dataset(train, True), dataset(test, False), args.workdir, args.epochs,
-        resume=args.resume, logdir=args.logdir, verbose=args.verbose,
+        model, dataset(train, True), dataset(test, False), run.workdir, args.epochs,
+        resume=run.resume, logdir=run.logdir, verbose=run.verbosity(),
     )
     curve = [(e["epoch"] + 1, e.get("accuracy"), e.get("val_accuracy")) for e in record["epochs"]]
     print(f"\nNth Farthest ({args.model}, {model.count_params():,} parameters): accuracy over training")
@@ -113,26 +81,99 @@ def run(argv=None):
         "test_accuracy": curve[-1][2] if curve else None,
         "chance": 1.0 / args.num_objects,
         "train_seconds": time.time() - start,
-        "args": vars(args),
+        "args": {**config.to_dict(), "recipe": config.recipe},
     }
     if distribute.is_chief():
-        if args.plot:
+        if run.plot:
             from keras_relmem.tasks import plots
 
             for path in plots.plot_nth_farthest(
-                model, test, args.plot, metrics_path=pathlib.Path(args.workdir) / "metrics.json"
+                model, test, run.plot, metrics_path=pathlib.Path(run.workdir) / "metrics.json"
             ):
                 print(f"Wrote {path}")
-        training.write_json(pathlib.Path(args.workdir) / "results.json", results)
-        if not args.no_export:
+        training.write_json(run.results_path, results)
+        if run.export:
             from keras_relmem import export
 
-            base = args.export_dir or os.path.join(args.workdir, "export")
-            path = export.version_dir(base, f"nth_farthest_{args.model}")
+            path = export.version_dir(run.export_base(), f"nth_farthest_{args.model}")
             model.export(str(path), format="tf_saved_model", verbose=False)
             results["export"] = str(path)
     return results
 
 
-def main():
-    run()
+def next_questions(asked, train_accuracy, threshold, num_objects):
+    """The curriculum's questions for the next round: `asked` (n = 0 .. k), with n = k + 1 added once a
+    round on them reaches `threshold` % training accuracy."""
+    if train_accuracy >= threshold and len(asked) < num_objects:
+        return [*asked, len(asked)]
+    return list(asked)
+
+
+def curriculum_start(curve, threshold, num_objects):
+    """The questions a curriculum run asks in its next round: the farthest alone for a new run, or what
+    the last round of its saved `curve` leads to for a resumed one."""
+    if curve:
+        return next_questions(curve[-1]["asked"], curve[-1]["train_accuracy"], threshold, num_objects)
+    return [0]
+
+
+def train_rounds(config, run):
+    """Train `config` (a `configs.NthFarthestRoundsConfig`) as `run` (`RunOptions`) says: rounds of fresh
+    examples until the budget is spent (continuing what the workdir holds), a fixed test set after each;
+    returns the result also written to the results file."""
+    import keras
+
+    from keras_relmem.data import synthetic
+    from keras_relmem.tasks.rounds import recorder
+    from keras_relmem.training import limit_threads, saved_curve, train_in_rounds
+
+    limit_threads(run.threads)
+    keras.utils.set_random_seed(config.seed)
+    task = {"num_objects": config.num_objects, "num_features": config.num_features,
+            "questions": None if config.questions is None else list(config.questions)}
+    test = synthetic.nth_farthest(config.test_examples, seed=10_000 + config.seed, **task)
+
+    def build():
+        model = build_model(config, test["inputs"].shape[1:])
+        model.compile(keras.optimizers.Adam(config.learning_rate),
+                      keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+        return model
+
+    asked = None
+    if config.curriculum is not None:
+        asked = curriculum_start(saved_curve(run.workdir), config.curriculum, config.num_objects)
+
+    def train_round(model, index):
+        nonlocal asked
+        # Fresh examples every round (a different seed per round, so a resumed run sees the data it would have)
+        data = synthetic.nth_farthest(config.steps_per_round * config.batch_size,
+                                      seed=config.seed * 100_003 + index + 1,
+                                      **{**task, "questions": task["questions"] if asked is None else asked})
+        history = model.fit(data["inputs"], data["target"], batch_size=config.batch_size, epochs=1,
+                            verbose=run.verbosity(0))
+        metrics = {"train_accuracy": round(100 * history.history["accuracy"][-1], 2)}
+        if asked is not None:
+            metrics["asked"] = asked
+            asked = next_questions(asked, metrics["train_accuracy"], config.curriculum, config.num_objects)
+        return metrics
+
+    def evaluate(model):
+        _, accuracy = model.evaluate(test["inputs"], test["target"], batch_size=500, verbose=0)
+        return {"test_accuracy": round(100 * accuracy, 2)}
+
+    def summary(curve):
+        return {"accuracy": curve[-1]["test_accuracy"], "best_accuracy": max(e["test_accuracy"] for e in curve),
+                "minutes": curve[-1]["minutes"], "examples": len(curve) * config.steps_per_round * config.batch_size,
+                "curve": [{k: e[k] for k in ("minutes", "train_accuracy", "test_accuracy", "asked") if k in e}
+                          for e in curve]}
+
+    on_round, finish = recorder(config, run, summary)
+    curve, model = train_in_rounds(
+        build, train_round, evaluate, run.workdir, config.budget_minutes,
+        describe=lambda e: (f"{config.model} round {e['round']:3d}  {e['minutes']:6.1f} min  "
+                            f"train {e['train_accuracy']:5.1f}%  test {e['test_accuracy']:5.1f}%"
+                            + (f"  asked n = {', '.join(map(str, e['asked']))}" if "asked" in e else "")),
+        on_round=on_round)
+    result = finish({"complete": True, "parameters": int(model.count_params()), **summary(curve)})
+    print(f"{config.model}: test accuracy {result['accuracy']:.1f}% after {result['minutes']:.1f} training minutes")
+    return result

@@ -11,8 +11,9 @@ import keras_tuner as kt
 import pytest
 
 from keras_relmem import recipes, tuning
+from keras_relmem.commands import search
+from keras_relmem.configs import BabiConfig
 from keras_relmem.models import babi_qa
-from keras_relmem.tasks import search
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not os.environ.get("KERAS_RELMEM_DATA"), reason="needs KERAS_RELMEM_DATA")
@@ -66,7 +67,7 @@ def test_search_spaces_start_at_the_papers_settings(model, expected):
     for name, value in kwargs.items():
         assert value == defaults[name], name
         assert defaults[name] in space[name].values, name
-    assert learning_rate == recipes.default("babi", model).settings["learning_rate"]
+    assert learning_rate == recipes.default(BabiConfig, model).learning_rate
     assert learning_rate in space["learning_rate"].values
 
 
@@ -109,7 +110,7 @@ def test_distributed_chief_and_two_workers(tmp_path):
 def test_a_search_centred_on_a_recipe_starts_at_it_and_builds_as_the_task_script():
     """`relmem-search --recipe entnet_babi`: the learning rate, weight decay and embedding scale are searched
     around the recipe's (x1/3..x3 and x1/2..x2), starting at them; a trial at the defaults builds the task
-    script's model for that recipe (tied keys: one block per entity word) with its optimizer and schedule."""
+    library's model for that recipe (tied keys: one block per entity word) with its optimizer and schedule."""
     from keras_relmem.data import babi as babi_data
     from keras_relmem.data import load_babi
     from keras_relmem.optimizers import TriangularCyclicRate
@@ -121,15 +122,15 @@ def test_a_search_centred_on_a_recipe_starts_at_it_and_builds_as_the_task_script
     assert {name: list(p.values) for name, p in space.items()} == {"learning_rate": [0.00333, 0.01, 0.03],
                                                                    "weight_decay": [0.01, 0.02, 0.04],
                                                                    "embedding_stddev": [0.15, 0.3, 0.6]}
-    assert {k: settings[k] for k in space} == {k: recipe.settings[k] for k in space}  # starts at the recipe
-    assert settings["schedule"] == "cyclic" and settings["tied_keys"]  # the rest stays the recipe's
+    assert {k: getattr(settings, k) for k in space} == {k: getattr(recipe, k) for k in space}  # the recipe's
+    assert settings.schedule == "cyclic" and settings.tied_keys  # the rest stays the recipe's
     data = load_babi(1, "en")
     model = tuning.BabiHyperModel("entnet", data, recipe=recipe).build(kt.HyperParameters())
     assert model.get_layer("memory").cell.num_blocks == len(babi_data.entity_ids(data.vocab))
     rate = model.optimizer._learning_rate  # the schedule itself (`learning_rate` is its value now)
     assert model.optimizer.weight_decay == 0.02 and isinstance(rate, TriangularCyclicRate)
     assert (rate.minimum, rate.maximum) == (2e-4, 0.01)
-    with pytest.raises(ValueError, match="not a one-model bAbI recipe"):
+    with pytest.raises(ValueError, match="not a one-model-per-task bAbI config"):
         tuning.BabiHyperModel("rmc", data, recipe=recipe)
 
 

@@ -1,4 +1,4 @@
-"""tasks/train_babi.py end to end on tiny settings."""
+"""relmem-train-babi (tasks/train_babi.py) end to end on tiny settings: the command, its flags and its errors."""
 
 import json
 import os
@@ -11,6 +11,8 @@ import time
 import numpy as np
 import pytest
 
+from keras_relmem import recipes
+from keras_relmem.commands import train as commands
 from keras_relmem.tasks import babi as babi_task
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -28,7 +30,7 @@ TINY = ["--epochs", "2", "--max-steps", "3", "--batch-size", "16", "--verbose", 
                                    pytest.param("lstm", marks=pytest.mark.slow), "memo"])
 def test_tiny_run_writes_table_json_and_a_servable_export(model, tmp_path, capsys):
     tied = ["--tied-keys"] if model == "entnet" else []  # the authors' -tied 1 through to the export
-    summary = babi_task.run(
+    summary = commands.babi(
         ["--model", model, "--task", "1", "--workdir", str(tmp_path), "--embedding-dim", "16"] + TINY + tied
     )
     out = capsys.readouterr().out
@@ -94,7 +96,7 @@ def test_schedules_set_the_rate_each_epoch_records(schedule, tmp_path):
             "--max-steps", "3", "--batch-size", "16", "--verbose", "0", "--weight-decay", "0.02"]
     import keras
 
-    babi_task.run(argv)
+    commands.babi(argv)
     rates = [e["learning_rate"] for e in json.loads((tmp_path / "qa1" / "metrics.json").read_text())["epochs"]]
     if schedule == "cyclic":
         # Smith 2017 §3.1 with base 2e-4, max 1e-2 and a half cycle of one epoch = 3 steps (--max-steps 3),
@@ -114,7 +116,7 @@ def test_schedules_set_the_rate_each_epoch_records(schedule, tmp_path):
 
 @pytest.mark.slow  # trains on all 20 tasks
 def test_joint_training_reports_every_task(tmp_path, capsys):
-    summary = babi_task.run(
+    summary = commands.babi(
         [
             "--task",
             "all",
@@ -136,21 +138,26 @@ def test_joint_training_reports_every_task(tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv,message",
     [
-        (["--task", "21"], "tasks are 1..20"),
+        (["--task", "21"], "BabiConfig.task: expected 1..20 or 'all'; got 21"),
         (["--task", "3", "--data", "en-10k"], "qa3_three-supporting-facts_train.txt"),
-        (["--model", "transformer"], "invalid choice"),
-        (["--epochs", "0"], "must be a positive integer"),
-        (["--model", "rmc", "--tied-keys"], "--tied-keys ties EntNet keys"),
-        (["--schedule", "plateau", "--validation-split", "0"], "--schedule plateau watches the validation loss"),
-        (["--schedule", "cyclic", "--min-learning-rate", "0.1"], "need 0 < min <= max"),
-        (["--weight-decay", "-0.1"], "--weight-decay must be >= 0"),
-        (["--model", "lstm", "--embedding-stddev", "0.3"], "--embedding-stddev sets EntNet's embedding scale"),
-        (["--embedding-stddev", "0"], "--embedding-stddev must be positive"),
+        (["--model", "transformer"], "--model: expected one of 'entnet', 'lstm', 'memo', 'rmc'; got 'transformer'"),
+        (["--epochs", "0"], "BabiConfig.epochs: expected an integer >= 1; got 0"),
+        (["--epoch", "3"], "unrecognized arguments: --epoch"),
+        (["--model", "rmc", "--tied-keys"], "tied_keys ties EntNet's keys"),
+        (["--schedule", "plateau", "--validation-split", "0"], "schedule 'plateau' watches the validation loss"),
+        (["--schedule", "cyclic", "--min-learning-rate", "0.1"], "need min <= max"),
+        (["--weight-decay", "-0.1"], "BabiConfig.weight_decay: expected a number >= 0; got -0.1"),
+        (["--model", "lstm", "--embedding-stddev", "0.3"], "embedding_stddev sets EntNet's embedding scale"),
+        (["--embedding-stddev", "0"], "BabiConfig.embedding_stddev: expected a number > 0; got 0.0"),
+        (["--recipe", "nonesuch"], "no recipe 'nonesuch'"),
+        (["--recipe", "lm_ptb_rmc"], "--recipe lm_ptb_rmc is a recipe of relmem-train-lm"),
+        (["--model", "rmc", "--recipe", "entnet_babi"], "--recipe entnet_babi is for --model entnet; got --model rmc"),
+        (["--model", "rmc", "--starts", "3"], "--starts: not a setting of BabiConfig (recipe rmc_babi)"),
     ],
 )
 def test_impossible_combinations_fail_before_training(argv, message, tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
-        babi_task.run(argv + ["--workdir", str(tmp_path)])
+        commands.babi(argv + ["--workdir", str(tmp_path)])
     assert info.value.code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "qa1").exists()
@@ -158,7 +165,7 @@ def test_impossible_combinations_fail_before_training(argv, message, tmp_path, c
 
 def test_data_dir_without_babi_files(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        babi_task.run(["--data-dir", str(tmp_path), "--workdir", str(tmp_path / "w")])
+        commands.babi(["--data-dir", str(tmp_path), "--workdir", str(tmp_path / "w")])
     assert "No bAbI files" in capsys.readouterr().err
 
 
@@ -198,30 +205,58 @@ def test_killed_run_resumes_from_last_completed_epoch(tmp_path):
 
 
 def test_quick_default_survives_run_control_flags():
-    quick = babi_task.resolve_args(["--verbose", "0", "--workdir", "x", "--seed", "3"])
-    assert quick.quick_default and quick.epochs == 20 and quick.tasks == [1]
-    recipe = babi_task.resolve_args(["--task", "2"])
-    assert not recipe.quick_default and recipe.epochs == 200
-    assert babi_task.resolve_args(["--model", "rmc"]).epochs == 100
+    quick, options = commands.parse_babi(["--verbose", "0", "--workdir", "x", "--seed", "3"])
+    assert quick.recipe == "quickstart" and quick.epochs == 20 and quick.tasks == [1] and quick.seed == 3
+    assert (options["workdir"], options["verbose"]) == ("x", 0)
+    recipe, _ = commands.parse_babi(["--task", "2"])
+    assert recipe.recipe == "entnet_babi" and recipe.epochs == 200 and recipe.data == "en-10k"
+    assert commands.parse_babi(["--model", "rmc"])[0].epochs == 100
 
 
 def test_entnet_trains_the_best_measured_recipe_and_the_papers_is_one_flag_away():
     def recipe(*argv):
-        args = babi_task.resolve_args(list(argv))
-        return args.schedule, args.tied_keys, args.weight_decay, args.decay_scope, args.embedding_stddev
+        config, _ = commands.parse_babi(list(argv))
+        return config.schedule, config.tied_keys, config.weight_decay, config.decay_scope, config.embedding_stddev
 
     assert recipe() == ("cyclic", True, 0.02, "matrices", 0.3)  # the quick start too
     assert recipe("--task", "2", "--data", "en-10k") == ("cyclic", True, 0.02, "matrices", 0.3)
-    assert recipe("--paper-recipe") == ("step", False, 0.0, "all", 0.1)
-    assert recipe("--paper-recipe", "--tied-keys") == ("step", True, 0.0, "all", 0.1)  # a flag overrides either
+    assert recipe("--recipe", "entnet_babi_paper") == ("step", False, 0.0, "all", 0.1)
+    assert recipe("--recipe", "entnet_babi_paper", "--tied-keys") == ("step", True, 0.0, "all", 0.1)
     assert recipe("--no-tied-keys", "--weight-decay", "0", "--embedding-stddev", "0.1") == (
         "cyclic", False, 0.0, "matrices", 0.1)
     assert recipe("--model", "rmc") == ("step", False, 0.0, "all", None)  # other models keep their recipe
+    assert recipe("--recipe", "rmc_babi")[0] == "step" and commands.parse_babi(["--recipe", "rmc_babi"])[0].model == \
+        "rmc"  # a recipe names its model
 
     # the scale reaches the embedding (and so the tied keys): N(0, 0.3) against the paper's N(0, 0.1)
     import keras
 
-    for argv, stddev in (((), 0.3), (("--paper-recipe",), 0.1)):
-        init = keras.initializers.get(babi_task.model_hparams(babi_task.resolve_args(list(argv)))
-                                      .get("embeddings_initializer", "zeros"))
+    for name, stddev in (("entnet_babi", 0.3), ("entnet_babi_paper", 0.1)):
+        init = keras.initializers.get(babi_task.model_hparams(recipes.get(name))["embeddings_initializer"])
         assert init.get_config()["stddev"] == stddev
+
+
+def test_memo_with_joint_trains_the_joint_recipe():
+    user = ["--model", "memo", "--task", "all", "--joint", "--data", "en-10k"]
+    config, options = commands.parse_babi(user)
+    assert config == recipes.get("memo_babi_joint") and config.recipe == "memo_babi_joint"
+    assert commands.parse_babi([*user, "--recipe", "memo_babi_joint_paper"])[0].gamma == 0.9
+    assert commands.parse_babi(["--recipe", "memo_babi_joint"])[0].model == "memo"  # the recipe names its model
+    assert type(commands.parse_babi(["--model", "memo", "--task", "3"])[0]).__name__ == "BabiConfig"
+    assert type(commands.parse_babi(["--model", "entnet", "--task", "all", "--joint"])[0]).__name__ == "BabiConfig"
+    # a part of the joint recipe taken back: no curriculum, the default embedding initialiser
+    config, _ = commands.parse_babi(["--recipe", "memo_babi_joint", "--first-tasks", "--embedding-stddev", "none"])
+    assert (config.first_tasks, config.embedding_stddev) == ((), None)
+
+
+def test_list_recipes_gives_a_command_for_each(capsys):
+    with pytest.raises(SystemExit) as stop:
+        commands.babi(["--list-recipes"])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    runs = [line.split("run:", 1)[1].strip() for line in out.splitlines() if line.strip().startswith("run:")]
+    assert len(runs) == len(recipes.names()) and all(run.startswith("relmem-") for run in runs)
+    babi, others = out.split("Recipes of the other commands")
+    assert "quickstart  [entnet; quick start: the bare command]" in babi and "run:  relmem-train-babi\n" in babi
+    assert "entnet_babi  [entnet; default of --model entnet]" in babi and "memo_babi_joint" in babi
+    assert "lm_ptb_rmc" in others and "lm_ptb_rmc" not in babi

@@ -1,4 +1,4 @@
-"""tasks/train_lm.py and tasks/train_nth_farthest.py end to end on tiny settings."""
+"""relmem-train-lm and relmem-train-nth-farthest end to end on tiny settings."""
 
 import json
 import os
@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_relmem.commands import train as commands
 from keras_relmem.data import synthetic
 from keras_relmem.models import language_model
-from keras_relmem.tasks import lm as lm_task
-from keras_relmem.tasks import nth_farthest
 
 needs_data = pytest.mark.skipif(
     not os.environ.get("KERAS_RELMEM_DATA"), reason="needs KERAS_RELMEM_DATA (../shared/data)"
@@ -26,7 +25,7 @@ TINY_RMC = ["--embedding-dim", "16", "--head-size", "8", "--num-heads", "2", "--
 @pytest.mark.parametrize("model,sizes", [pytest.param("rmc", TINY_RMC, marks=pytest.mark.slow),
                                          ("lstm", ["--embedding-dim", "16", "--units", "24"])])
 def test_lm_tiny_run_reports_perplexity_and_exports(model, sizes, tmp_path, capsys):
-    results = lm_task.run(
+    results = commands.lm(
         ["--model", model, "--epochs", "2", "--max-steps", "2", "--max-eval-steps", "2", "--batch-size", "4",
          "--bptt", "10",
          "--learning-rate", "0.01", "--workdir", str(tmp_path), "--verbose", "0",
@@ -95,16 +94,16 @@ def test_tied_softmax_uses_the_embedding_and_saves(tmp_path):
 
 def test_lm_flags_are_checked(capsys, tmp_path):
     with pytest.raises(SystemExit):
-        lm_task.run(["--bptt", "0", "--workdir", str(tmp_path)])
-    assert "--bptt" in capsys.readouterr().err
+        commands.lm(["--bptt", "0", "--workdir", str(tmp_path)])
+    assert "LMConfig.bptt: expected an integer >= 1; got 0" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        lm_task.run(["--data-dir", str(tmp_path), "--workdir", str(tmp_path)])
+        commands.lm(["--data-dir", str(tmp_path), "--workdir", str(tmp_path)])
     assert "No ptb train file" in capsys.readouterr().err
 
 
 @pytest.mark.slow  # a training run; tests/test_bench_nth_farthest.py trains the same model by default
 def test_nth_farthest_tiny_run_reports_accuracy_curve(tmp_path, capsys):
-    results = nth_farthest.run(
+    results = commands.nth_farthest(
         ["--epochs", "2", "--train-examples", "256", "--test-examples", "64", "--mem-slots", "2",
          "--head-size", "8", "--num-heads", "2", "--workdir", str(tmp_path), "--verbose", "0"]
     )

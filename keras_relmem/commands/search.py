@@ -5,11 +5,20 @@ import os
 import pathlib
 import sys
 
+from keras_relmem import commands as common
 from keras_relmem.data import babi as babi_data
-from keras_relmem.tasks import common
-from keras_relmem.tasks.babi import parse_task
 
 OBJECTIVE = {"babi": "val_accuracy", "lm": "val_loss"}
+
+
+def parse_task(text):
+    """A bAbI task number 1..20 or "all"."""
+    if text == "all":
+        return "all"
+    task = int(text) if text.isdigit() else None
+    if task not in babi_data.TASK_NAMES:
+        raise argparse.ArgumentTypeError(f"tasks are 1..20 or 'all'; got {text!r}")
+    return task
 
 
 def build_parser():
@@ -62,9 +71,9 @@ def run(argv=None):
                 recipe = recipes.get(args.recipe)
             except KeyError as error:
                 raise ValueError(error.args[0]) from None
-            if (recipe.task, recipe.model, recipe.joint) != ("babi", args.model, False):
-                raise ValueError(f"--recipe {recipe.name} is not a one-model-per-task bAbI recipe of --model "
-                                 f"{args.model} (it is {recipe.task}, {recipe.model}{', joint' * recipe.joint})")
+            if (type(recipe).__name__, recipe.model) != ("BabiConfig", args.model):
+                raise ValueError(f"--recipe {recipe.recipe} is not a one-model-per-task bAbI recipe of --model "
+                                 f"{args.model} (it is a {type(recipe).__name__} of {recipe.model})")
     except (argparse.ArgumentTypeError, ValueError, FileNotFoundError, ConnectionError) as error:
         build_parser().error(str(error))
 

@@ -13,9 +13,9 @@ import sys
 
 import numpy as np
 
+from keras_relmem import commands as common
 from keras_relmem.data.babi import tokenize
 from keras_relmem.data.vocab import Vocabulary
-from keras_relmem.tasks import common
 
 
 def build_parser():
