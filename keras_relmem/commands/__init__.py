@@ -249,6 +249,7 @@ def parse(argv, classes, choose, workdir, description=None, shown=None, plot=Fal
     """
     from keras_relmem import recipes, runs
 
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(description, classes, shown or choose({}), workdir, plot=plot)
     if prog:
         parser.prog = prog

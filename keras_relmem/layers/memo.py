@@ -25,8 +25,9 @@ def _identities(size):
     """An initializer of identity matrices `size x size`, one per leading index of the shape."""
 
     def initializer(shape, dtype=None):
-        eye = ops.eye(size, dtype=dtype)
-        return ops.broadcast_to(eye, tuple(shape))
+        # zeros + eye, not broadcast_to: torch's broadcast is a view whose rows share memory, which a
+        # variable cannot be assigned into
+        return ops.zeros(tuple(shape), dtype=dtype) + ops.eye(size, dtype=dtype)
 
     return initializer
 
@@ -547,16 +548,18 @@ class MEMO(keras.layers.Layer):
 
         loop_vars = (ops.convert_to_tensor(0, "int32"), q0, previous0, ops.zeros_like(previous0), state0,
                      final0, halted0, hops0, mass0)
-        if training:
-            # Gradients may be taken: a Python loop over the `max_hops` hops, which every backend can
-            # differentiate (JAX cannot reverse-differentiate `lax.while_loop`). Hops after every row has
-            # halted change neither `final` nor `hops`, so the outputs are the early-exit loop's.
+        if training or keras.backend.backend() == "jax":
+            # A Python loop over the `max_hops` hops, which every backend can differentiate: on JAX always,
+            # since gradients may be taken whatever `training` a caller passes (a subclassed model whose
+            # `call` takes no `training` passes None) and JAX cannot reverse-differentiate `lax.while_loop`.
+            # Hops after every row has halted change neither `final` nor `hops`, so the outputs are the
+            # early-exit loop's.
             for _ in range(self.max_hops):
                 loop_vars = body(*loop_vars)
             final, hops = loop_vars[5], loop_vars[7]
         else:
-            # Bounded by max_hops so that XLA (jit_compile=True on TensorFlow) can compile it; it still
-            # stops early once every row has halted.
+            # TensorFlow and torch differentiate their while loops. Bounded by max_hops so that XLA
+            # (jit_compile=True on TensorFlow) can compile it; it stops early once every row has halted.
             _, _, _, _, _, final, _, hops, _ = ops.while_loop(cond, body, loop_vars,
                                                               maximum_iterations=self.max_hops)
         if self.halting == "act":

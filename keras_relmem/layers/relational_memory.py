@@ -541,7 +541,7 @@ class RelationalMemory(keras.layers.RNN):
             turns it on where it measured faster (tensorflow, graph and XLA;
             `bench/lm_speed.py`) and off elsewhere (on jax it measured
             within noise of off; torch's Keras backend has no
-            `custom_gradient`).
+            `custom_gradient`, so True is refused there with a ValueError).
         **kwargs: any other `RelationalMemoryCell` argument (`num_heads`,
             `num_blocks`, `gate_style`, `key_size`, `treat_input_as_matrix`,
             `dropout`, initializers, ...) and the usual layer arguments
@@ -597,6 +597,10 @@ class RelationalMemory(keras.layers.RNN):
         # The argument as given: None (the backend's choice) stays None in the config, so a model saved
         # on one backend takes the speed setting of the backend it is loaded on.
         self.transposed_kernels = None if transposed_kernels is None else bool(transposed_kernels)
+        if self.transposed_kernels and keras.backend.backend() == "torch":
+            raise ValueError("RelationalMemory(transposed_kernels=True) needs keras.ops.custom_gradient, which Keras' "
+                             "torch backend does not have; leave it None (each backend's faster choice) or False: "
+                             "the values and gradients are the same")
 
     @property
     def uses_transposed_kernels(self):

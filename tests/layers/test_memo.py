@@ -113,7 +113,8 @@ def test_bag_init_starts_keys_values_and_query_as_one_projection_of_the_summed_i
     assert_close(w["W_q/kernel"], np.eye(H * D), atol=1e-6)
     facts, query = inputs()
     _, attention, _ = memo.hop(*memo.memory(facts, query), mask=None)
-    summed = np.log(np.asarray(attention)).sum(1) * np.sqrt(D)  # (B, I): sum over heads, up to a constant
+    # (B, I): the sum over heads, up to a constant
+    summed = np.log(keras.ops.convert_to_numpy(attention)).sum(1) * np.sqrt(D)
     expected = np.einsum("bd,bid->bi", query.sum(1), facts.sum(2))
     assert_close(summed - summed.mean(-1, keepdims=True), expected - expected.mean(-1, keepdims=True), atol=1e-3)
     config = MEMO.from_config(memo.get_config())
@@ -197,7 +198,7 @@ def test_coverage_penalty_takes_the_earlier_hops_attention_off_the_logits():
     assert_close(logits, answer, atol=1e-4)
     # the penalty changed the later hops: without it hop 2 reads otherwise
     plain = np_hop(w, facts, query, MASK, state=np_hop(w, facts, query, MASK)[2])[1]
-    assert not np.allclose(plain, out["attention"][:, 1], atol=1e-3)
+    assert not np.allclose(plain, keras.ops.convert_to_numpy(out["attention"][:, 1]), atol=1e-3)
     assert MEMO.from_config(memo.get_config()).coverage_penalty == penalty
     assert make_memo().coverage_penalty == 0.0
     with pytest.raises(ValueError, match="coverage_penalty must be >= 0"):
