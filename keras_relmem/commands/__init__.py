@@ -83,7 +83,10 @@ def _merged(kinds):
             elif member not in others:
                 others.append(member)
     members = ([Literal[tuple(literals)]] if literals else []) + others
-    return members[0] if len(members) == 1 else typing.Union[tuple(members)]
+    merged = members[0]
+    for member in members[1:]:
+        merged = merged | member
+    return merged
 
 
 def _shown(value):
