@@ -57,7 +57,8 @@ class Entry:
 
     @property
     def anchor(self):
-        return re.sub(r"[^a-z0-9 -]", "", self.title.lower()).replace(" ", "-")
+        # GitHub's rule: lower case, punctuation but hyphens and underscores dropped, spaces to hyphens
+        return re.sub(r"[^\w\- ]", "", self.title.lower()).replace(" ", "-")
 
 
 @dataclasses.dataclass

@@ -28,10 +28,33 @@ def public_modules():
 
     import keras_relmem
 
+    # a module the package's `__all__` names (`configs`, `recipes`) pdoc documents through the package
     return ["keras_relmem"] + sorted(
         info.name for info in pkgutil.iter_modules(keras_relmem.__path__, "keras_relmem.")
-        if not info.name.rsplit(".", 1)[1].startswith("_")
+        if not info.name.rsplit(".", 1)[1].startswith("_") and info.name.rsplit(".", 1)[1] not in keras_relmem.__all__
     )
+
+
+def public_keras_path(match):
+    """The public name of a Keras class that pdoc writes by its private module path (`keras.src.layers.layer.Layer`
+    -> `keras.layers.Layer`); the bare class name when Keras exports it nowhere (`DropoutRNNCell`)."""
+    import keras
+
+    name = match.group(1)
+    for path, module in (("keras.layers", keras.layers), ("keras.callbacks", keras.callbacks),
+                         ("keras.optimizers", keras.optimizers), ("keras", keras)):
+        if hasattr(module, name):
+            return f"{path}.{name}"
+    return name
+
+
+def without_private_paths(folder):
+    """Rewrite every `keras.src.` path in the pages and the search index to its public name."""
+    for page in [*pathlib.Path(folder).rglob("*.html"), *pathlib.Path(folder).rglob("*.js")]:
+        text = page.read_text()
+        clean = re.sub(r"keras\.src\.[\w.]*?\.([A-Z]\w*)", public_keras_path, text)
+        if clean != text:
+            page.write_text(clean)
 
 
 def _is_ours(warning):
@@ -54,13 +77,18 @@ def main(argv=None):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         pdoc.pdoc(*public_modules(), output_directory=pathlib.Path(args.out))
+    without_private_paths(args.out)
     # Only pdoc's own warnings count: TensorFlow and Keras warn on import about things that are not ours.
     ours = [w for w in caught if _is_ours(w)]
     for warning in ours:
         print(f"error: {warning.message}", file=sys.stderr)
     pages = sorted(pathlib.Path(args.out).rglob("*.html"))
+    private = [str(page) for page in pages
+               if "keras.src." in page.read_text() or ".seed_generator\"" in page.read_text()]
+    for page in private:
+        print(f"error: {page} names a private Keras path or an undocumented internal", file=sys.stderr)
     print(f"{len(pages)} pages in {args.out}; {len(ours)} warnings")
-    return 1 if ours or not pages else 0
+    return 1 if ours or private or not pages else 0
 
 
 if __name__ == "__main__":

@@ -283,6 +283,12 @@ def run_fit(
             steps_per_epoch=steps_per_epoch,
             shuffle=False,  # the datasets shuffle themselves
         )
+    elif log.model_path.exists():
+        # Nothing left to train: the run's model is the saved one, so what the caller evaluates and exports
+        # next is that model, not the fresh weights it built.
+        if not model.built:
+            model(next(iter(train))[0])
+        restore_into(model, log.model_path)
     return metrics.record
 
 

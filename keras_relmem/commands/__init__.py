@@ -299,6 +299,6 @@ def run(argv, classes, choose, workdir, description, shown=None, plot=False, ann
         announce(config)
     try:
         return runs.train(config, **options)
-    except (runs.RunRefused, FileNotFoundError) as error:
+    except (runs.RunRefused, FileNotFoundError, ConnectionError) as error:
         print(f"{classes[0].command}: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None

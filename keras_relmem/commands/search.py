@@ -4,6 +4,7 @@ import argparse
 import os
 import pathlib
 import sys
+import warnings
 
 from keras_relmem import commands as common
 from keras_relmem.data import babi as babi_data
@@ -111,7 +112,11 @@ def run(argv=None):
     if not args.no_export and not is_lm:
         from keras_relmem import export
 
-        model = tuner.get_best_models(1)[0]
+        with warnings.catch_warnings():
+            # the best model is exported, not trained on: the state of its optimizer, which a model rebuilt from
+            # the trial's hyper-parameters has not created, is not needed (Keras says so as a warning)
+            warnings.filterwarnings("ignore", message="Skipping variable loading for optimizer")
+            model = tuner.get_best_models(1)[0]
         base = args.export_dir or os.path.join(args.directory, "export")
         summary["export"] = str(export.export_babi(model, data, base, name=export.babi_model_name(args.model, task)))
         export.announce(summary["export"])

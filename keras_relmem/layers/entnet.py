@@ -77,6 +77,16 @@ class EntNetCell(keras.layers.Layer):
             (default 1e-6).
         **kwargs: standard layer arguments (`name`, `dtype`, ...).
 
+    Call arguments:
+        inputs: one encoded sentence `s`, `(batch, units)` (`EntNetEncoder`'s
+            output; under `keras.layers.RNN` a masked, padded sentence leaves
+            the memory as it was).
+        states: a list holding the blocks' memory, flattened: `(batch,
+            num_blocks * units)` (`get_initial_state` gives the keys).
+
+    Returns:
+        `(output, [new_state])`: both the new memory, flattened.
+
     Example:
 
     ```python
@@ -286,6 +296,11 @@ class EntNetEncoder(keras.layers.Layer):
         mask_regularizer: optional regularizer of the mask.
         **kwargs: standard layer arguments.
 
+    Call arguments:
+        inputs: embedded words, `(..., words, dim)` (a sentence, or a story's
+            sentences `(batch, sentences, words, dim)`).
+        mask: optional `(..., words)` booleans: padded words add nothing.
+
     Example:
 
     ```python
@@ -373,6 +388,14 @@ class EntNetReadout(keras.layers.Layer):
             readout with a shared activation belongs to the model that
             shares it (see `keras_relmem.models.EntNetQA`).
         **kwargs: standard layer arguments.
+
+    Call arguments:
+        inputs: `[memory, query]`: the final memory `(batch, num_blocks *
+            units)` (the cell's state) and the encoded question `(batch,
+            units)`.
+
+    Returns:
+        The answer logits, `(batch, vocab_size)`.
 
     Example:
 

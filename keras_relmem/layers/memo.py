@@ -168,9 +168,17 @@ class MEMO(keras.layers.Layer):
         seed: optional int seed for dropout.
         **kwargs: standard layer arguments.
 
-    Inputs:
-        `[facts, query]`: `facts (batch, I, S, d_c)`, `query (batch, Sq, d_c)`;
-        `mask` (optional): `(batch, I)` booleans, False for padded facts.
+    Call arguments:
+        inputs: `[facts, query]`: `facts (batch, I, S, d_c)`, `query (batch,
+            Sq, d_c)`.
+        mask: optional `(batch, I)` booleans, False for padded facts.
+        training: bool, whether dropout is applied. Gradients through the
+            adaptive loop may be taken whatever its value (on JAX the loop is
+            then always unrolled over `max_hops`; the outputs are the same).
+
+    Returns:
+        `(logits (batch, num_answers), hops (batch,) int32)`: the answer at
+        the hop where the halting policy stopped, and that hop.
 
     Example:
 
@@ -259,6 +267,7 @@ class MEMO(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
+        """@private the dropout masks' seed state (Keras tracks it as a variable of the layer)."""
         self.supports_masking = True
         size = num_heads * key_size
         def dense(units, name, **kwargs):

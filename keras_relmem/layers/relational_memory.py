@@ -77,6 +77,17 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
         seed: optional int seed for the dropout masks.
         **kwargs: standard layer arguments (`name`, `dtype`, ...).
 
+    Call arguments:
+        inputs: one step's input, `(batch, features)`, or `(batch, n,
+            features)` with `treat_input_as_matrix=True`.
+        states: a list holding the flattened memory, `(batch, mem_slots *
+            mem_size)` (`get_initial_state(batch_size)` gives the identity
+            memory).
+        training: bool, whether dropout on the attention weights is applied.
+
+    Returns:
+        `(output, [new_state])`: both the new memory, flattened.
+
     Example:
 
     ```python
@@ -145,6 +156,7 @@ class RelationalMemoryCell(DropoutRNNCell, keras.layers.Layer):
         self.recurrent_dropout = 0.0  # DropoutRNNCell expects the attribute.
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
+        """@private the dropout masks' seed state (Keras tracks it as a variable of the layer)."""
         self.kernel_initializer = keras.initializers.get(
             kernel_initializer or sonnet_linear_initializer()
         )
@@ -546,6 +558,15 @@ class RelationalMemory(keras.layers.RNN):
             `num_blocks`, `gate_style`, `key_size`, `treat_input_as_matrix`,
             `dropout`, initializers, ...) and the usual layer arguments
             (`name`, `dtype`, `zero_output_for_mask`, ...).
+
+    Call arguments:
+        sequences: `(batch, time, features)` (or `(batch, time, n, features)`
+            with `treat_input_as_matrix=True`).
+        initial_state: optional list holding the flattened initial memory
+            (default: the identity memory).
+        mask: optional `(batch, time)` booleans; masked steps leave the memory
+            as it was.
+        training: bool, whether dropout is applied.
 
     Example:
 

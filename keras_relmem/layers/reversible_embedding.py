@@ -24,6 +24,11 @@ class ReversibleEmbedding(keras.layers.ReversibleEmbedding):
             `reverse_dtype`, ...). `logit_soft_cap` is refused with a bias,
             whose logits would no longer be capped.
 
+    Call arguments:
+        inputs: token ids, or with `reverse=True` vectors `(..., output_dim)`.
+        reverse: bool; False embeds ids, True maps vectors back to logits over
+            the vocabulary (plus the reverse bias).
+
     Example:
 
     >>> import numpy as np
