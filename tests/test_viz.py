@@ -201,3 +201,16 @@ def test_hops_per_task_coloured_by_facts_keeps_every_bar_at_its_task(tmp_path, m
     blue, orange, red = (matplotlib.colors.to_hex(c) for c in ("tab:blue", "tab:orange", "tab:red"))
     assert drawn["bars"] == [(0, 1.1, blue), (1, 2.2, orange), (2, 3.3, red), (3, 1.4, blue)]
     assert drawn["labels"] == ["1", "2", "3", "4"]
+
+
+def test_explain_says_what_the_model_does_not_see():
+    from keras_relmem.data.vocab import Vocabulary
+
+    vocab = Vocabulary(["mary", "went", "to", "the", "kitchen", "where", "is"])
+    sentences = [["mary", "went", "to", "the", "kitchen"]] * 3 + [["mary", "went", "to", "the", "pub", "at", "noon"]]
+    notes = explain.input_notes(sentences, ["where", "is", "mary"], vocab, story_length=2, sentence_length=6,
+                                query_length=3)
+    assert notes == ["the story has 4 sentences; the model reads the last 2, so the first 2 are left out",
+                     "sentence(s) [4] have more than 6 words; the words after the 6th are left out",
+                     "not in the model's vocabulary, read as unknown: at, noon, pub"]
+    assert explain.input_notes(sentences[:1], ["where", "is", "mary"], vocab, 2, 6, 3) == []

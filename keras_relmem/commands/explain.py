@@ -65,6 +65,8 @@ def run(argv=None):
     kept = sentences[-k:]
     story[0, : len(kept)] = encode(kept, vocab, s)
     query = encode([question], vocab, query_shape[1])
+    for note in input_notes(sentences, question, vocab, k, s, query_shape[1]):
+        print(f"note: {note}")
     logits = keras.ops.convert_to_numpy(model({"story": story, "query": query}))[0]
     probs = np.exp(logits - logits.max())
     probs /= probs.sum()
@@ -77,6 +79,27 @@ def run(argv=None):
     if path is not None:
         print(f"Wrote {path}")
     return [answers.tokens[i] for i in top], path
+
+
+def input_notes(sentences, question, vocab, story_length, sentence_length, query_length):
+    """What the model does not see of the input: sentences before the last `story_length` (the memory keeps the
+    most recent ones, as the EntNet authors' code does), words past a sentence's or the question's length, and
+    words not in the vocabulary (read as the unknown-word token)."""
+    notes = []
+    if len(sentences) > story_length:
+        notes.append(f"the story has {len(sentences)} sentences; the model reads the last {story_length}, so the "
+                     f"first {len(sentences) - story_length} are left out")
+    long = [i + 1 for i, tokens in enumerate(sentences) if len(tokens) > sentence_length]
+    if long:
+        notes.append(f"sentence(s) {long} have more than {sentence_length} words; the words after the "
+                     f"{sentence_length}th are left out")
+    if len(question) > query_length:
+        notes.append(f"the question has more than {query_length} words; the words after the {query_length}th are "
+                     "left out")
+    unknown = sorted({t for tokens in [*sentences, question] for t in tokens if t not in vocab})
+    if unknown:
+        notes.append(f"not in the model's vocabulary, read as unknown: {', '.join(unknown)}")
+    return notes
 
 
 def _input_shapes(model):
