@@ -256,7 +256,10 @@ def test_inference_stops_when_all_examples_halted():
     memo.hop = counting_hop
     memo.policy.halt.bias.assign([30.0])
     _, hops = memo([facts, query])  # eager: each executed hop is counted
-    assert counter["hops"] == 1 and list(keras.ops.convert_to_numpy(hops)) == [1, 1]
+    # on JAX the loop is always the unrolled one, which its reverse mode can differentiate: every hop runs,
+    # and the answer and the hop count are still the first hop's
+    ran = memo.max_hops if keras.backend.backend() == "jax" else 1
+    assert counter["hops"] == ran and list(keras.ops.convert_to_numpy(hops)) == [1, 1]
 
 
 def test_reinforce_loss_on_a_hand_computed_two_step_example():
