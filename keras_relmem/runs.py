@@ -124,9 +124,14 @@ def write_config(workdir, config):
 
 
 def _run_files(workdir):
+    """The run files below `workdir`, but those of another run in a folder of its own (with its `config.json`,
+    e.g. the joint MEMO run's `runs/babi/memo_joint` below the bAbI runs' `runs/babi`)."""
     workdir = pathlib.Path(workdir)
-    return sorted(str(p.relative_to(workdir)) for name in RUN_FILES for p in workdir.rglob(name)) \
-        if workdir.is_dir() else []
+    if not workdir.is_dir():
+        return []
+    others = [p.parent for p in workdir.rglob(CONFIG_FILE) if p.parent != workdir]
+    return sorted(str(p.relative_to(workdir)) for name in RUN_FILES for p in workdir.rglob(name)
+                  if not any(other in p.parents for other in others))
 
 
 def check_workdir(config, workdir, resume):

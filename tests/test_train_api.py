@@ -84,6 +84,18 @@ def test_a_workdir_from_before_configs_is_refused_and_kept(tmp_path, capsys):
     assert sorted(p.name for p in old.rglob("*")) == ["curve.json", "qa1", "results.json"]  # nothing written
 
 
+def test_each_kind_of_run_has_its_own_default_workdir_and_a_run_in_a_subfolder_is_not_this_ones(tmp_path):
+    # the quick start and the joint MEMO headline, both with their default folders, side by side
+    assert commands.parse_babi([])[1]["workdir"] is None  # kr.train picks the config's own
+    assert (runs.DEFAULT_WORKDIRS[configs.BabiConfig], runs.DEFAULT_WORKDIRS[configs.BabiJointConfig]) == \
+        ("runs/babi", "runs/babi/memo_joint")
+    joint = tmp_path / "runs" / "babi" / "memo_joint"
+    joint.mkdir(parents=True)
+    runs.write_config(joint, recipes.get("memo_babi_joint"))
+    (joint / "curve.json").write_text("[]")
+    assert runs.check_workdir(recipes.get("quickstart"), tmp_path / "runs" / "babi", resume=False) is None
+
+
 def test_kr_train_refuses_what_is_not_a_config():
     with pytest.raises(TypeError, match="takes a keras_relmem.configs config"):
         kr.train({"model": "entnet"}, workdir="runs/x")

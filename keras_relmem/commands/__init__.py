@@ -136,11 +136,16 @@ def add_config_arguments(parser, classes, shown):
     return parser
 
 
-def add_run_arguments(parser, workdir, plot=False):
-    """The run's controls (`keras_relmem.runs.RunOptions`): where it writes, resumption, export, output."""
+def add_run_arguments(parser, workdir, plot=False, classes=()):
+    """The run's controls (`keras_relmem.runs.RunOptions`): where it writes, resumption, export, output.
+    `workdir` None: each config class's own default folder (`keras_relmem.runs.DEFAULT_WORKDIRS`), named in
+    `--help` for `classes`."""
+    from keras_relmem.runs import DEFAULT_WORKDIRS
+
     group = parser.add_argument_group("run")
+    shown = workdir or ", ".join(f"{DEFAULT_WORKDIRS[cls]} for a {cls.__name__}" for cls in classes)
     group.add_argument("--workdir", default=workdir,
-                       help=f"checkpoints, metrics, config.json and results.json (default: {workdir})")
+                       help=f"checkpoints, metrics, config.json and results.json (default: {shown})")
     group.add_argument("--resume", action="store_true",
                        help="continue the run in --workdir (with no settings given: the config it records)")
     group.add_argument("--results", default=None, help="the results JSON (default: WORKDIR/results.json)")
@@ -199,7 +204,7 @@ def build_parser(description, classes, shown, workdir, plot=False):
                         help="the named recipe to start from (see --list-recipes); flags given override its parts "
                              "(default: the model's own)")
     add_config_arguments(parser, classes, shown)
-    return add_run_arguments(parser, workdir, plot=plot)
+    return add_run_arguments(parser, workdir, plot=plot, classes=classes)
 
 
 def command_line(config, base=None):
@@ -239,7 +244,7 @@ def parse(argv, classes, choose, workdir, description=None, shown=None, plot=Fal
         classes: the config classes whose fields are its flags.
         choose: `(given settings) -> config`: the recipe (or recorded config) the flags apply to when no
             `--recipe` is named.
-        workdir: the default `--workdir`.
+        workdir: the default `--workdir` (None: the config class's own, `keras_relmem.runs.DEFAULT_WORKDIRS`).
         description: the `--help` text.
         shown: the config(s) whose values `--help` shows as defaults (default: `choose({})`).
         plot: whether the command takes `--plot`.
@@ -276,8 +281,10 @@ def parse(argv, classes, choose, workdir, description=None, shown=None, plot=Fal
             if "model" in given and given["model"] != base.model:
                 parser.error(f"--recipe {base.recipe} is for --model {base.model}; got --model {given['model']}")
         else:
-            recorded = runs.recorded_config(namespace.workdir) if namespace.resume else None
-            base = recorded if recorded is not None and not (set(given) & {"model", "joint"}) else choose(given)
+            chosen = choose(given)
+            where = namespace.workdir or runs.DEFAULT_WORKDIRS[type(chosen)]
+            recorded = runs.recorded_config(where) if namespace.resume else None
+            base = recorded if recorded is not None and not (set(given) & {"model", "joint"}) else chosen
         other = sorted(set(given) - {f.name for f in type(base).settings()})
         if other:
             flags = ", ".join("--" + name.replace("_", "-") for name in other)

@@ -52,7 +52,7 @@ def memo_recipe(given):
 # --help text, the recipes whose values --help shows, and whether it takes --plot.
 COMMANDS = {
     "relmem-train-babi": dict(
-        classes=[configs.BabiConfig, configs.BabiJointConfig], choose=babi_recipe, workdir="runs/babi",
+        classes=[configs.BabiConfig, configs.BabiJointConfig], choose=babi_recipe, workdir=None,
         description="Train a memory model on bAbI question answering. With no flags: the quick start (EntNet on "
                     "task 1 of the 1k set, about a minute on 2 CPU cores); --model picks that model's recipe; "
                     "--model memo --task all --joint the joint MEMO headline, trained in rounds (see "
@@ -60,7 +60,7 @@ COMMANDS = {
         shown=["quickstart", "memo_babi_joint"], plot=True),
     "relmem-train-lm": dict(
         classes=[configs.LMConfig, configs.LMRoundsConfig],
-        choose=_epochs_or_rounds(configs.LMConfig, configs.LMRoundsConfig, "rmc"), workdir="runs/lm",
+        choose=_epochs_or_rounds(configs.LMConfig, configs.LMRoundsConfig, "rmc"), workdir=None,
         description="Train a next-word language model (RMC or LSTM) with truncated BPTT: for --epochs, or for "
                     "--budget-minutes of training time in rounds (the equal-wall-clock recipes, see "
                     "--list-recipes).",
@@ -68,17 +68,17 @@ COMMANDS = {
     "relmem-train-nth-farthest": dict(
         classes=[configs.NthFarthestConfig, configs.NthFarthestRoundsConfig],
         choose=_epochs_or_rounds(configs.NthFarthestConfig, configs.NthFarthestRoundsConfig, "rmc"),
-        workdir="runs/nth_farthest",
+        workdir=None,
         description="Train an RMC or an LSTM on the RMC paper's Nth Farthest task: for --epochs on a fixed "
                     "training set, or for --budget-minutes in rounds of fresh examples (with a --curriculum; see "
                     "--list-recipes).",
         shown=["nth_farthest_rmc", "nth_farthest_8_curriculum_rmc"], plot=True),
     "relmem-train-lte": dict(
-        classes=[configs.LTEConfig], choose=_by_model(configs.LTEConfig, "rmc"), workdir="runs/lte",
+        classes=[configs.LTEConfig], choose=_by_model(configs.LTEConfig, "rmc"), workdir=None,
         description="Train an RMC, an EntNet cell or an LSTM to execute programs (Learning to Execute).",
         shown=["lte_rmc"]),
     "relmem-train-memo": dict(
-        classes=[configs.PAIConfig, configs.ShortestPathConfig], choose=memo_recipe, workdir="runs/memo",
+        classes=[configs.PAIConfig, configs.ShortestPathConfig], choose=memo_recipe, workdir=None,
         description="Train MEMO (or --model emn, the one-hop baseline) on paired associative inference (--task "
                     "pai) or shortest paths (--task shortest_path), in rounds of fresh examples for "
                     "--budget-minutes of training time (Banino et al. 2020, Tables 1-2); a rerun continues (see "
