@@ -519,11 +519,20 @@ def export_lte(model, task, length, nesting, base_dir, name="lte", version=None)
 
     def write(program):
         program = _checked_ids(program, len(lte.VOCABULARY), "program")
+        # a program of no characters would reach the recurrent core as a sequence of no steps
+        with tf.control_dependencies([tf.debugging.assert_greater(
+                tf.shape(program)[1], 0, message="input program: no characters; a program needs at least one")]):
+            program = tf.identity(program)
         probabilities = tf.nn.softmax(tf.cast(model(program, training=False), tf.float32), axis=-1)
         ids = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
         return {"answer_ids": ids, "character_probabilities": tf.reduce_max(probabilities, axis=-1)}
 
     def answer(program):
+        empty = tf.debugging.assert_greater(
+            tf.strings.length(program, unit="UTF8_CHAR"), 0,
+            message="input program: an empty program; each needs at least one character")
+        with tf.control_dependencies([empty]):
+            program = tf.identity(program)
         ids = tf.ragged.map_flat_values(ids_of.lookup, tf.strings.unicode_split(program, "UTF-8"))
         outputs = write(ids.to_tensor(lte.PAD))
         written = outputs["answer_ids"]

@@ -75,3 +75,33 @@ def test_help_runs_without_tensorflow_noise():
                           timeout=120)
     text = " ".join(done.stdout.split())
     assert done.returncode == 0 and "--curriculum" in text and "(default: combine)" in text
+
+
+def test_an_empty_program_is_refused_with_a_message_naming_it(tmp_path):
+    """The exported `answer` signature refuses an empty program as INVALID_ARGUMENT that says so (it reached the
+    recurrent core as a sequence of no steps and failed with TensorFlow's internal "empty list" message)."""
+    import keras
+    import tensorflow as tf
+
+    from keras_relmem.data import lte as lte_data
+    from keras_relmem.export import export_lte
+    from keras_relmem.models import ReadThenWrite
+
+    model = ReadThenWrite(keras.layers.LSTM(8, return_sequences=True), len(lte_data.VOCABULARY),
+                          lte_data.answer_length("copy", 3, 1), embedding_dim=4)
+    path = export_lte(model, "copy", 3, 1, tmp_path, name="lte_copy")
+    loaded = tf.saved_model.load(str(path))
+    assert loaded.signatures["answer"](program=tf.constant(["123"]))["answer"].shape == (1,)
+    for programs in ([""], ["123", ""]):
+        try:
+            loaded.signatures["answer"](program=tf.constant(programs))
+        except tf.errors.InvalidArgumentError as error:
+            assert "input program: an empty program; each needs at least one character" in str(error)
+        else:
+            raise AssertionError(f"{programs} was answered")
+    try:
+        loaded.signatures["serving_default"](program=tf.zeros((2, 0), tf.int32))
+    except tf.errors.InvalidArgumentError as error:
+        assert "input program: no characters; a program needs at least one" in str(error)
+    else:
+        raise AssertionError("a program of no characters was answered")
