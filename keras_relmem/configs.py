@@ -302,7 +302,22 @@ ANSWER_LOSSES = ("all", "visited", "last", "halted", "halted+last")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class BabiJointConfig(Config):
+class _Halting:
+    """MEMO's REINFORCE settings (Banino et al. 2020, §2.3), MEMOClassifier's defaults: the ones that kept the
+    halting policy from collapsing to one hop on joint bAbI and PAI (docs/results.md)."""
+
+    answer_loss: Literal[ANSWER_LOSSES] = setting(
+        "all", "hops whose answers the cross-entropy trains: 'visited' let the policy collapse to one hop; "
+               "'last' trains hop N's alone, 'halted' the sampled halting hop's", resume=True)
+    gamma: float = setting(1.0, "REINFORCE discount", UNIT, resume=True)
+    beta: float = setting(0.01, "weight of the expected-hops loss (a cost per hop)", NON_NEGATIVE, resume=True)
+    halting_inputs: Literal["distance", "distance+entropy"] = setting(
+        "distance+entropy", "what the halting network reads each hop with the hop index: the attention distance "
+                            "and the entropy of the hop's answer, or the paper's distance alone")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BabiJointConfig(_Halting, Config):
     """MEMO on bAbI in the paper's joint set-up (Banino et al. 2020, Table 3): one model on the tasks together,
     trained in rounds of `steps_per_round` batches under a wall-clock budget; after every round the per-task
     test error and mean hops are measured and everything is saved, so a rerun continues.
@@ -395,14 +410,6 @@ got ('17=0',)
     key_size: int = setting(32, "MEMO's key size per head", AT_LEAST_ONE)
     max_hops: int = setting(5, "MEMO's hard stop N", AT_LEAST_ONE)
     halting_warmup_rounds: int = setting(10, "rounds before the halting network starts learning", NON_NEGATIVE)
-    answer_loss: Literal[ANSWER_LOSSES] = setting(
-        "all", "hops whose answers the cross-entropy trains: 'visited' let the policy collapse to one hop; "
-               "'last' trains hop N's alone", resume=True)
-    gamma: float = setting(1.0, "REINFORCE discount", UNIT, resume=True)
-    beta: float = setting(0.01, "weight of the expected-hops loss (a cost per hop)", NON_NEGATIVE, resume=True)
-    halting_inputs: Literal["distance", "distance+entropy"] = setting(
-        "distance+entropy", "what the halting network reads each hop with the hop index: the attention distance "
-                            "and the entropy of the hop's answer, or the paper's distance alone")
     warmup_answer_loss: Literal[ANSWER_LOSSES] | None = setting(
         None, "the answer loss of the warm-up rounds (None: answer_loss throughout)")
     answer_warmup_rounds: int | None = setting(None, "rounds trained with warmup_answer_loss (None: "
@@ -572,21 +579,6 @@ class LTEConfig(Config):
 
 
 # --- training in rounds under a wall-clock budget (the papers' other tables, measured at equal minutes) --------
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class _Halting:
-    """MEMO's REINFORCE settings (Banino et al. 2020, §2.3), MEMOClassifier's defaults: the ones that kept the
-    halting policy from collapsing to one hop on joint bAbI and PAI (docs/results.md)."""
-
-    answer_loss: Literal[ANSWER_LOSSES] = setting(
-        "all", "hops whose answers the cross-entropy trains: 'visited' let the policy collapse to one hop; "
-               "'last' trains hop N's alone, 'halted' the sampled halting hop's", resume=True)
-    gamma: float = setting(1.0, "REINFORCE discount", UNIT, resume=True)
-    beta: float = setting(0.01, "weight of the expected-hops loss (a cost per hop)", NON_NEGATIVE, resume=True)
-    halting_inputs: Literal["distance", "distance+entropy"] = setting(
-        "distance+entropy", "what the halting network reads each hop with the hop index: the attention distance "
-                            "and the entropy of the hop's answer, or the paper's distance alone")
-
 
 def _curriculum(text):
     try:

@@ -124,7 +124,7 @@ def add_config_arguments(parser, classes, shown):
             if kind is bool and field.name.startswith("no_"):  # --no-time, not --no-no-time
                 group.add_argument(flag, dest=field.name, action="store_true", default=argparse.SUPPRESS,
                                    help=help_text)
-            elif kind is bool or (typing.get_origin(kind) is Literal and typing.get_args(kind) == (True,)):
+            elif kind is bool:  # a Literal[True] field (the joint run's `joint`) is a bool flag too
                 group.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction,
                                    default=argparse.SUPPRESS, help=help_text)
             elif listed:
