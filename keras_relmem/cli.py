@@ -21,6 +21,9 @@ def _start_tensorflow():
         import tensorflow as tf
 
         tf.config.list_physical_devices()  # where cuInit is called, and complains
+        # oneDNN's "supports DT_<type> only on platforms with AVX-512" comes once per process, at the first graph
+        # op it would take but cannot (a 2x2 boolean transpose is one): drawn out here, inside the filter.
+        tf.function(lambda x: tf.transpose(x > 0))(tf.ones((2, 2)))
 
 
 # The modules that the extras bring, by the extra that brings them (pyproject.toml).

@@ -179,3 +179,26 @@ with quiet_tensorflow():
     assert result.returncode == 0, result.stderr
     assert "a real error line" in result.stderr
     assert "cuda" not in result.stderr.lower()
+
+
+def test_onednns_dtype_note_is_drawn_out_at_start_up_and_not_printed_mid_run():
+    """The quick start printed `E0000 ... util.cc:131] oneDNN supports DT_BOOL only on platforms with
+    AVX-512` at its first training step (issue 104): TensorFlow prints it once per process, at the first
+    graph op oneDNN cannot take, so a command's start-up draws it out inside the filter."""
+    import sys
+
+    code = """
+import sys
+from keras_relmem import cli
+cli._start_tensorflow()
+print("started", file=sys.stderr, flush=True)
+import tensorflow as tf
+tf.function(lambda a: tf.transpose(tf.cast(a, tf.int32)) > 0)(tf.ones((3, 3)))
+tf.function(lambda a: tf.transpose(a > 0))(tf.ones((3, 3)))
+"""
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, env=env,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "only on platforms with AVX-512" not in result.stderr.split("started", 1)[1]
+    assert "E0000" not in result.stderr
