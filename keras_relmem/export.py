@@ -126,22 +126,71 @@ def _word_ids(words, table):
     return tf.cast(tf.ragged.map_flat_values(table.lookup, words), tf.int32)
 
 
-def _story_ids(sentences, table, story_length, sentence_length):
-    """Story strings `(b, n)` -> ids `(b, K, S)` exactly as `BabiData.arrays` builds them.
+def _refuse_if(condition, message):
+    """An INVALID_ARGUMENT with `message` where `condition` holds (any row); the op to depend on."""
+    import tensorflow as tf
+
+    return tf.debugging.Assert(tf.logical_not(tf.reduce_any(condition)), [message])
+
+
+def _unknown(words, ids, oov_id):
+    """Per row, the words whose id is `oov_id`, space-separated ("" when every word is known)."""
+    import tensorflow as tf
+
+    while words.ragged_rank > 1:  # a story's sentences: one list of words per row
+        words, ids = words.merge_dims(1, 2), ids.merge_dims(1, 2)
+    return tf.strings.reduce_join(tf.ragged.boolean_mask(words, ids == oov_id), axis=1, separator=" ")
+
+
+def _babi_text_ids(sentences, question, table, data):
+    """Story strings `(b, n)` and questions `(b,)` -> ids `(b, K, S)`, `(b, Q)` exactly as
+    `BabiData.arrays` builds them, with what was not used reported.
 
     Empty strings (the padding of a batch of stories of different lengths)
-    are dropped, the last `K` sentences are kept oldest first, and sentences
-    longer than `S` words are cut to their first `S` words.
+    are dropped; the last `K` sentences are kept, oldest first (as the EntNet
+    authors' code keeps the most recent sentences: the answer is about the
+    story's end); sentences longer than `S` words and questions longer than
+    `Q` are cut. Returns the two id tensors and a dict of per-row reports:
+    `sentences_dropped` (older sentences beyond `K`), `words_dropped` (words
+    cut from long sentences and questions) and `unknown_words` (words not in
+    the vocabulary, which became `<unk>`, space-separated). A story or
+    question with no words, or with no word the model knows, is refused
+    (INVALID_ARGUMENT naming the input).
     """
     import tensorflow as tf
 
+    K, S, Q = data.story_length, data.sentence_length, data.query_length
     words = _tokenize(tf.RaggedTensor.from_tensor(sentences))  # (b, [n], [w])
     words = tf.ragged.boolean_mask(words, words.row_lengths(axis=2) > 0)
     count = words.row_lengths()
     position = tf.ragged.range(count)
-    words = tf.ragged.boolean_mask(words, position >= tf.expand_dims(count - story_length, 1))
+    words = tf.ragged.boolean_mask(words, position >= tf.expand_dims(count - K, 1))
     ids = _word_ids(words, table)
-    return ids.to_tensor(0, shape=[None, story_length, sentence_length])
+    question_words = _tokenize(question)
+    question_ids = _word_ids(question_words, table)
+    oov = data.vocab.oov_id
+    checks = [
+        _refuse_if(count == 0, "input story: a story with no words; it needs at least one sentence"),
+        _refuse_if(tf.reduce_all(ids.merge_dims(1, 2) == oov, axis=1),
+                   "input story: none of its words is in the vocabulary"),
+        _refuse_if(question_words.row_lengths() == 0, "input question: a question with no words"),
+        _refuse_if(tf.reduce_all(question_ids == oov, axis=1),
+                   "input question: none of its words is in the vocabulary"),
+    ]
+    with tf.control_dependencies(checks):
+        report = {
+            "sentences_dropped": tf.cast(tf.maximum(count - K, 0), tf.int32),
+            "words_dropped": tf.cast(
+                tf.reduce_sum(tf.maximum(ids.row_lengths(axis=2) - S, 0), axis=1)
+                + tf.maximum(question_ids.row_lengths() - Q, 0), tf.int32),
+            "unknown_words": tf.strings.join(  # of the words used: the cut ones are counted above
+                [_unknown(words[:, :, :S], ids[:, :, :S], oov),
+                 _unknown(question_words[:, :Q], question_ids[:, :Q], oov)], separator=" "),
+        }
+        report["unknown_words"] = tf.strings.strip(report["unknown_words"])
+        story_ids = ids.to_tensor(0, shape=[None, K, S])
+        query_ids = question_ids.to_tensor(0, shape=[None, Q])
+    return story_ids, query_ids, report
 
 
 WARMUP_FILE = pathlib.Path("assets.extra", "tf_serving_warmup_requests")
@@ -278,7 +327,10 @@ def export_babi(model, data, base_dir, name="babi", version=None, top_k=3):
       with empty strings), tokenises and looks the words up inside the graph
       exactly as `keras_relmem.data.babi` does (words it never saw become
       `<unk>`; the last K sentences are kept, sentences are cut to S words)
-      and returns the same three outputs.
+      and returns the same three outputs, plus what it could not use, per
+      row: `sentences_dropped` and `words_dropped` (int32) and
+      `unknown_words` (string, space-separated). A story or question with no
+      words, or none the model knows, is refused (INVALID_ARGUMENT).
 
     The word and answer vocabularies are assets `vocab.txt` and `answers.txt`.
     Id inputs outside `[0, vocabulary size)` are refused in the graph
@@ -336,9 +388,8 @@ def export_babi(model, data, base_dir, name="babi", version=None, top_k=3):
             return _top_k_outputs(logits, answers, top_k, "top_answers")
 
         def answer(story, question):
-            story_ids = _story_ids(story, words, data.story_length, data.sentence_length)
-            query_ids = _word_ids(_tokenize(question), words)
-            return serve(story_ids, query_ids.to_tensor(0, shape=[None, data.query_length]))
+            story_ids, query_ids, report = _babi_text_ids(story, question, words, data)
+            return {**serve(story_ids, query_ids), **report}
 
         archive.add_endpoint(
             "serving_default",
@@ -474,8 +525,10 @@ def export_lte(model, task, length, nesting, base_dir, name="lte", version=None)
       written character) out.
     - `answer(program string (b,))`: the program's text in (characters
       outside the grammar become `<unk>`); `answer` (b,) strings (the
-      characters before the first end mark) and `character_probabilities`
-      out.
+      characters before the first end mark), `character_probabilities` and
+      `unknown_characters` (b,) strings (the characters that became
+      `<unk>`, in order) out. An empty program, or one with no character
+      the model knows, is refused (INVALID_ARGUMENT).
 
     The character table is a constant of the graph (its characters include
     newline, which a one-token-per-line asset cannot hold).
@@ -533,13 +586,19 @@ def export_lte(model, task, length, nesting, base_dir, name="lte", version=None)
             message="input program: an empty program; each needs at least one character")
         with tf.control_dependencies([empty]):
             program = tf.identity(program)
-        ids = tf.ragged.map_flat_values(ids_of.lookup, tf.strings.unicode_split(program, "UTF-8"))
-        outputs = write(ids.to_tensor(lte.PAD))
+        characters = tf.strings.unicode_split(program, "UTF-8")
+        ids = tf.ragged.map_flat_values(ids_of.lookup, characters)
+        unknown = ids == lte.UNK
+        with tf.control_dependencies([_refuse_if(
+                tf.reduce_all(unknown, axis=1),
+                "input program: none of its characters is in the vocabulary")]):
+            outputs = write(ids.to_tensor(lte.PAD))
         written = outputs["answer_ids"]
         before_end = tf.math.cumprod(tf.cast((written != lte.PAD) & (written != lte.EOS), tf.int32), axis=1)
-        characters = tf.where(before_end > 0, tf.gather(text_of, written), "")
-        return {"answer": tf.strings.reduce_join(characters, axis=1),
-                "character_probabilities": outputs["character_probabilities"]}
+        answer = tf.where(before_end > 0, tf.gather(text_of, written), "")
+        return {"answer": tf.strings.reduce_join(answer, axis=1),
+                "character_probabilities": outputs["character_probabilities"],
+                "unknown_characters": tf.strings.reduce_join(tf.ragged.boolean_mask(characters, unknown), axis=1)}
 
     archive.add_endpoint("serving_default", write,
                          input_signature=[tf.TensorSpec((None, None), tf.int32, "program")])

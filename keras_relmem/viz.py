@@ -71,6 +71,8 @@ def memo_hops(trace, index, sentences, path, answer_words=None, question=None):
         question: optional title text.
     """
     plt = _pyplot()
+    from matplotlib.patches import Rectangle
+
     attention = trace["attention"][index].mean(axis=1)  # (hops, facts), mean over heads
     n_facts = len(sentences)
     attention = attention[:, :n_facts]
@@ -78,7 +80,7 @@ def memo_hops(trace, index, sentences, path, answer_words=None, question=None):
     fig, ax = plt.subplots(figsize=(1.1 * hops + 4, 0.28 * n_facts + 1.5))
     ax.imshow(attention.T, aspect="auto", cmap="Blues", vmin=0)
     ax.set_yticks(range(n_facts))
-    ax.set_yticklabels(sentences, fontsize=7)
+    ax.set_yticklabels(sentences, fontsize=9)
     labels = []
     for t in range(hops):
         label = f"hop {t + 1}"
@@ -88,38 +90,77 @@ def memo_hops(trace, index, sentences, path, answer_words=None, question=None):
             label += f"\nP(halt) {trace['p_halt'][index, t]:.2f}"
         labels.append(label)
     ax.set_xticks(range(hops))
-    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_xticklabels(labels, fontsize=8)
     taken = int(trace["hops"][index])
     ax.axvline(taken - 0.5, color="red", linewidth=1)
-    ax.set_title((question or "MEMO") + f"  (inference stops after hop {taken})", fontsize=9)
+    # the answer is the last hop's; the fact that hop attended most is the memory it was read from
+    read = int(np.argmax(attention[taken - 1]))
+    ax.add_patch(Rectangle((taken - 1.5, read - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2))
+    said = ""
+    if answer_words is not None:
+        said = f"  answer: {answer_words[int(trace['answers'][index, taken - 1])]}"
+    ax.set_title((question or "MEMO") + said + f"\n(inference stops after hop {taken}; boxed: the fact it "
+                 "attended most there)", fontsize=9)
     return _save(fig, path)
 
 
 GATE_LABEL = "write gate g (0: block unchanged, 1: overwritten)"
 
 
-def entnet_gates(gates, sentences, block_words, path, title="EntNet gates", answer=None):
-    """Gate heat map (sentence x block) with each block's nearest words.
+def entnet_gates(gates, sentences, block_words, path, title="EntNet gates", answer=None, read_weights=None):
+    """Gate heat map (sentence x block), blocks numbered, with a legend of each block's nearest words.
 
     Args:
         gates: `(time, blocks)` for one example (NaN rows for padding are dropped).
-        sentences: the sentences as text.
-        block_words: per block, a list of its nearest vocabulary words.
+        sentences: the sentences as text (the rows' labels).
+        block_words: per block, a list of its nearest vocabulary words (the legend: nearest words are
+            often shared between blocks, so the columns are numbered rather than named by them).
         path: PNG to write.
         title: the picture's title (the question, for a bAbI example).
         answer: optional, the model's answer, shown after the title.
+        read_weights: optional `(blocks,)`, the readout's attention over the final memory
+            (`softmax(qᵀh_j)`, Henaff et al. 2017 eq. 6): drawn as a strip under the gates, and the block
+            the answer was mostly read from is outlined.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> path = entnet_gates(np.full((2, 3), 0.5), ["mary went home", "where is mary"], [["a"], ["b"], ["c"]],
+    ...                     os.path.join(tempfile.mkdtemp(), "g.png"), answer="home", read_weights=[0.2, 0.7, 0.1])
+    >>> path.name
+    'g.png'
     """
     plt = _pyplot()
+    from matplotlib.patches import Rectangle
+
     gates = np.asarray(gates)[: len(sentences)]
-    fig, ax = plt.subplots(figsize=(0.45 * gates.shape[1] + 4, 0.3 * len(sentences) + 2))
+    blocks = gates.shape[1]
+    rows = [len(sentences), 1] if read_weights is not None else [len(sentences)]
+    fig, axes = plt.subplots(len(rows), 1, squeeze=False, height_ratios=rows, sharex=True,
+                             figsize=(0.5 * blocks + 5, 0.32 * sum(rows) + 2.6 + 0.16 * blocks))
+    ax = axes[0, 0]
     image = ax.imshow(gates, aspect="auto", cmap="magma", vmin=0, vmax=1)
-    ax.set_yticks(range(len(sentences)))
-    ax.set_yticklabels(sentences, fontsize=7)
-    ax.set_xticks(range(gates.shape[1]))
-    ax.set_xticklabels([f"{j + 1}: " + "/".join(w[:2]) for j, w in enumerate(block_words)], rotation=90, fontsize=6)
-    fig.colorbar(image, ax=ax, fraction=0.03).set_label(GATE_LABEL, fontsize=7)
+    ax.set_yticks(range(len(sentences)), sentences, fontsize=9)
+    ax.set_xticks(range(blocks), [str(j + 1) for j in range(blocks)], fontsize=9)
+    ax.tick_params(labelbottom=read_weights is None)
+    fig.colorbar(image, ax=axes[:, 0].tolist(), fraction=0.03).set_label(GATE_LABEL, fontsize=8)
     said = f"  answer: {answer}" if answer is not None else ""
-    ax.set_title(title + said + "\n(block: nearest words of its final memory)", fontsize=9)
+    if read_weights is not None:
+        read_weights = np.asarray(read_weights, "float64")
+        read = int(np.argmax(read_weights))
+        strip = axes[1, 0]
+        strip.imshow(read_weights[None], aspect="auto", cmap="Greens", vmin=0, vmax=1)
+        strip.set_yticks([0], ["answer read"], fontsize=9)
+        strip.set_xticks(range(blocks), [str(j + 1) for j in range(blocks)], fontsize=9)
+        for target, height in ((ax, len(sentences)), (strip, 1)):
+            target.add_patch(Rectangle((read - 0.5, -0.5), 1, height, fill=False, edgecolor="cyan", linewidth=2))
+        said += f" (read from block {read + 1}, weight {read_weights[read]:.2f})"
+    axes[-1, 0].set_xlabel("memory block", fontsize=9)
+    ax.set_title(title + said, fontsize=10)
+    legend = [f"{j + 1}: {', '.join(words)}" for j, words in enumerate(block_words)]
+    fig.text(0.02, 0.0, "blocks, by the nearest words of their final memory:\n" + "\n".join(legend),
+             fontsize=8, va="top", family="monospace")
     return _save(fig, path)
 
 

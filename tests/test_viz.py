@@ -68,11 +68,34 @@ def test_the_gate_picture_labels_its_colour_bar_and_shows_the_answer(tmp_path, m
     figures = []
     monkeypatch.setattr(viz, "_save", lambda fig, path: figures.append(fig) or path)
     gates = np.random.default_rng(0).uniform(size=(3, 2))
-    viz.entnet_gates(gates, ["a b", "c d", "e f"], [["x"], ["y"]], tmp_path / "g.png", "Where is Mary?", "kitchen")
-    (ax, bar), = [figures[0].axes]
+    viz.entnet_gates(gates, ["a b", "c d", "e f"], [["x", "z"], ["x", "z"]], tmp_path / "g.png", "Where is Mary?",
+                     "kitchen", read_weights=[0.3, 0.7])
+    (ax, strip, bar), = [figures[0].axes]
     assert bar.get_ylabel() == viz.GATE_LABEL
-    assert ax.get_title().startswith("Where is Mary?  answer: kitchen")
-    plt.close(figures[0])
+    assert ax.get_title() == "Where is Mary?  answer: kitchen (read from block 2, weight 0.70)"
+
+
+def test_the_gate_picture_numbers_its_blocks_with_a_legend_and_marks_the_block_read(tmp_path, monkeypatch):
+    """Issue 104: the columns were 5-pixel rotated text, blocks sharing nearest words carried the same label,
+    and nothing showed which memory the answer was read from."""
+    import matplotlib.pyplot as plt
+
+    figures = []
+    monkeypatch.setattr(viz, "_save", lambda fig, path: figures.append(fig) or path)
+    gates = np.random.default_rng(0).uniform(size=(3, 4))
+    words = [["mary", "kitchen"], ["mary", "kitchen"], ["john", "garden"], ["went", "to"]]
+    viz.entnet_gates(gates, ["a b", "c d", "e f"], words, tmp_path / "g.png", read_weights=[0.1, 0.2, 0.6, 0.1])
+    fig = figures[0]
+    ax, strip = fig.axes[:2]
+    labels = [t.get_text() for t in strip.get_xticklabels()]
+    assert labels == ["1", "2", "3", "4"]  # distinct, though blocks 1 and 2 share their nearest words
+    assert all(t.get_rotation() == 0 and t.get_fontsize() >= 8 for t in strip.get_xticklabels())
+    assert all(t.get_fontsize() >= 8 for t in ax.get_yticklabels())
+    legend = "\n".join(t.get_text() for t in fig.texts)
+    assert "1: mary, kitchen" in legend and "3: john, garden" in legend
+    (box,) = [p for p in ax.patches if not p.get_fill()]
+    assert box.get_x() == 1.5  # block 3 (column index 2), where the readout's weight is largest
+    plt.close(fig)
 
 
 def test_memo_trace_matches_the_layer(tmp_path):
@@ -93,6 +116,23 @@ def test_memo_trace_matches_the_layer(tmp_path):
     assert ((trace["p_halt"] > 0) & (trace["p_halt"] < 1)).all()
     path = viz.memo_hops(trace, 0, ["a b", "c d e"], tmp_path / "m.png", answer_words=["x", "y", "z"])
     assert_picture(path)
+
+
+def test_the_hops_picture_marks_the_answer_and_the_fact_it_was_read_from(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    figures = []
+    monkeypatch.setattr(viz, "_save", lambda fig, path: figures.append(fig) or path)
+    attention = np.zeros((1, 3, 2, 3))
+    attention[0, :, :, 0] = 1.0
+    attention[0, 1, :, :] = [0.1, 0.2, 0.7]  # hop 2 reads fact 3
+    trace = {"attention": attention, "answers": np.array([[0, 2, 1]]), "hops": np.array([2])}
+    viz.memo_hops(trace, 0, ["a", "b", "c"], tmp_path / "m.png", answer_words=["x", "y", "z"], question="Q?")
+    (ax,) = figures[0].axes
+    assert ax.get_title().startswith("Q?  answer: z")
+    (box,) = [p for p in ax.patches if not p.get_fill()]
+    assert (box.get_x(), box.get_y()) == (0.5, 1.5)  # column hop 2, row fact 3
+    plt.close(figures[0])
 
 
 def test_training_curves(tmp_path):

@@ -119,13 +119,20 @@ class ServingClient:
             for row_labels, row_probabilities in zip(outputs[labels], outputs["top_probabilities"])
         ]
 
-    def answer(self, model, story, question, version=None):
-        """Ask a bAbI model: `story` a list of sentences, `question` a string -> [(answer, p)]."""
+    def answer(self, model, story, question, version=None, with_notes=False):
+        """Ask a bAbI model: `story` a list of sentences, `question` a string -> [(answer, p)].
+
+        `with_notes=True` returns `([(answer, p)], notes)`, `notes` the export's account of what it
+        did not use (sentences and words left out, unknown words) as sentences; an export from
+        before 1.1 has none.
+        """
         outputs = self.predict(
             model, {"story": np.array([story], dtype=object), "question": np.array([question], dtype=object)},
-            signature="answer", version=version, output_filter=("top_answers", "top_probabilities"),
+            signature="answer", version=version,
+            output_filter=() if with_notes else ("top_answers", "top_probabilities"),
         )
-        return self._pairs(outputs, "top_answers")[0]
+        pairs = self._pairs(outputs, "top_answers")[0]
+        return (pairs, input_notes(outputs)) if with_notes else pairs
 
     def next_words(self, model, prefix, version=None):
         """Ask a language model for the words after `prefix` -> [(word, p)]."""
@@ -173,6 +180,21 @@ class ServingClient:
         }
 
 
+def input_notes(outputs, row=0):
+    """What a bAbI `answer` response says it did not use, as sentences (none for an older export)."""
+    notes = []
+    if int(outputs.get("sentences_dropped", [0])[row]):
+        notes.append(f"the first {int(outputs['sentences_dropped'][row])} sentence(s) were left out: the model "
+                     "keeps the story's most recent ones")
+    if int(outputs.get("words_dropped", [0])[row]):
+        notes.append(f"{int(outputs['words_dropped'][row])} word(s) past the longest sentence or question the "
+                     "model reads were left out")
+    unknown = outputs.get("unknown_words", [b""])[row]
+    if unknown:
+        notes.append(f"not in the model's vocabulary, read as unknown: {unknown.decode('utf-8')}")
+    return notes
+
+
 def build_parser():
     parser = argparse.ArgumentParser(description="Query a TF Serving gRPC endpoint (ours or the official one).")
     parser.add_argument("--server", default="127.0.0.1:8500", help="host:port of the gRPC API (default 127.0.0.1:8500)")
@@ -199,7 +221,10 @@ def main(argv=None):
     client = ServingClient(args.server, args.timeout)
     try:
         if args.command == "answer":
-            for label, p in client.answer(args.model, args.story, args.question, args.version):
+            pairs, notes = client.answer(args.model, args.story, args.question, args.version, with_notes=True)
+            for note in notes:
+                print(f"note: {note}", file=sys.stderr)
+            for label, p in pairs:
                 print(f"{label}\t{p:.4f}")
         elif args.command == "next-words":
             for word, p in client.next_words(args.model, args.prefix, args.version):

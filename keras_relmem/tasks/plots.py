@@ -47,7 +47,10 @@ def explain_babi(model, story, query, sentences, question, vocab, answer_vocab, 
         embeddings = keras.ops.convert_to_numpy(model.get_layer("embedding").embeddings)
         words = probes.nearest_words(memory[0], embeddings[2:], vocab.tokens[2:])
         answer = answer_vocab.tokens[int(np.argmax(keras.ops.convert_to_numpy(model(inputs))[0]))]
-        return viz.entnet_gates(gates[0], sentences, words, path, title=question, answer=answer)
+        query = keras.Model(model.inputs, model.get_layer("query_encoder").output)(inputs)
+        read = model.get_layer("readout").attention(keras.ops.reshape(memory, (1, -1)), query)
+        return viz.entnet_gates(gates[0], sentences, words, path, title=question, answer=answer,
+                                read_weights=keras.ops.convert_to_numpy(read)[0])
     attention, _ = probes.rmc_attention(cell, encoded, mask)
     steps = len(sentences)
     return viz.rmc_attention_grid(

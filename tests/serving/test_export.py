@@ -130,3 +130,42 @@ def test_saved_model_cli_runs_the_text_signature(exports):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "top_answers" in result.stdout and "top_probabilities" in result.stdout
+
+
+def test_answer_signature_reports_what_it_could_not_use(exports):
+    """A story longer than the memory is kept to its last K sentences, and the response says how many were
+    dropped, how many words were cut and which words were unknown (issue 104: a 15-sentence story was
+    answered with no word of the cut)."""
+    loaded = tf.saved_model.load(str(exports.base / "babi" / "1"))
+    k, s = exports.data.story_length, exports.data.sentence_length
+    story = ["Mary went to the kitchen."] + ["John went to the garden."] * (k + 4)
+    long_sentence = "Mary went to the pub and " + " ".join(["then"] * s) + "."
+    out = loaded.signatures["answer"](
+        story=tf.constant([story, [long_sentence] + [""] * (len(story) - 1)]),
+        question=tf.constant(["Where is Mary?", "Where is Mary now?"]),
+    )
+    assert out["sentences_dropped"].numpy().tolist() == [5, 0]
+    # the long sentence has 6 + s words, of which s are kept; "now" is past the question's Q words
+    q = exports.data.query_length
+    assert out["words_dropped"].numpy().tolist() == [0, 6 + max(0, 4 - q)]
+    known = set(exports.data.vocab.tokens)
+    expected_unknown = [w for w in babi.tokenize(long_sentence)[:s] if w not in known]
+    assert expected_unknown  # "pub" is not a bAbI word
+    assert out["unknown_words"].numpy().tolist() == [b"", " ".join(expected_unknown).encode()]
+
+
+def test_answer_signature_refuses_what_it_cannot_answer(exports):
+    loaded = tf.saved_model.load(str(exports.base / "babi" / "1"))
+    cases = [
+        ([""], "Where is Mary?", "input story: a story with no words"),
+        (["Zork blorp."], "Where is Mary?", "input story: none of its words is in the vocabulary"),
+        (["Mary went to the kitchen."], " ?", "input question: a question with no words"),
+        (["Mary went to the kitchen."], "Zork?", "input question: none of its words is in the vocabulary"),
+    ]
+    for story, question, message in cases:
+        try:
+            loaded.signatures["answer"](story=tf.constant([story]), question=tf.constant([question]))
+        except tf.errors.InvalidArgumentError as error:
+            assert message in str(error)
+        else:
+            raise AssertionError(f"{story} / {question!r} was answered")

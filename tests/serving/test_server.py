@@ -145,6 +145,17 @@ def test_client_command_line(server, capsys):
                         "--story", *STORIES[0], "--question", QUESTIONS[0]]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 3 and all("\t" in line for line in lines)
+    # what the model did not use is said (issue 104): the oldest sentences of a long story, unknown words
+    story = ["Mary went to the pub."] + ["John went to the garden."] * 12
+    assert client.main(["--server", f"127.0.0.1:{server.port}", "answer", "--model", "babi",
+                        "--story", *story, "--question", "Where is Mary?"]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.strip().splitlines()) == 3
+    assert "note: the first 3 sentence(s) were left out" in captured.err
+    assert "note: not in the model's vocabulary, read as unknown: pub" not in captured.err  # it was left out
+    assert client.main(["--server", f"127.0.0.1:{server.port}", "answer", "--model", "babi",
+                        "--story", "Mary went to the pub.", "--question", "Where is Mary?"]) == 0
+    assert "note: not in the model's vocabulary, read as unknown: pub" in capsys.readouterr().err
     assert client.main(["--server", f"127.0.0.1:{server.port}", "status", "--model", "nope"]) == 1
     assert "NOT_FOUND" in capsys.readouterr().err
 

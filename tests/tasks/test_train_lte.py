@@ -77,7 +77,7 @@ def test_help_runs_without_tensorflow_noise():
     assert done.returncode == 0 and "--curriculum" in text and "(default: combine)" in text
 
 
-def test_an_empty_program_is_refused_with_a_message_naming_it(tmp_path):
+def test_an_empty_or_unknown_program_is_refused_and_unknown_characters_reported(tmp_path):
     """The exported `answer` signature refuses an empty program as INVALID_ARGUMENT that says so (it reached the
     recurrent core as a sequence of no steps and failed with TensorFlow's internal "empty list" message)."""
     import keras
@@ -99,6 +99,15 @@ def test_an_empty_program_is_refused_with_a_message_naming_it(tmp_path):
             assert "input program: an empty program; each needs at least one character" in str(error)
         else:
             raise AssertionError(f"{programs} was answered")
+    try:
+        loaded.signatures["answer"](program=tf.constant(["ü~"]))
+    except tf.errors.InvalidArgumentError as error:
+        assert "input program: none of its characters is in the vocabulary" in str(error)
+    else:
+        raise AssertionError("a program of unknown characters was answered")
+    # characters outside the grammar are reported, in order (issue 104: "~~ ünïcode" was answered silently)
+    out = loaded.signatures["answer"](program=tf.constant(["print((12+34)) ~~ ünïcode", "123"]))
+    assert [text.decode() for text in out["unknown_characters"].numpy()] == ["~~üï", ""]
     try:
         loaded.signatures["serving_default"](program=tf.zeros((2, 0), tf.int32))
     except tf.errors.InvalidArgumentError as error:
