@@ -125,8 +125,7 @@ class Batcher:
             loop: for a caller on an asyncio event loop, that loop (and call this on its
                 thread): the future is then an `asyncio.Future` to await, so no thread waits
                 for the batch, and a batch hands all its results to the loop in one wake-up
-                rather than one per request. An `ExecutorLoop` likewise settles a batch's
-                futures in one task on its executor. None: a `concurrent.futures.Future`,
+                rather than one per request. None: a `concurrent.futures.Future`,
                 settled on the batch's thread.
 
         Raises:
@@ -244,32 +243,6 @@ class Batcher:
                 loop.call_soon_threadsafe(_settle_all, items)
             except RuntimeError:  # the loop closed (the server stopped): nobody waits for these any more
                 pass
-
-
-class ExecutorLoop:
-    """An executor as `Batcher.submit_future`'s `loop`: a batch's futures are settled in one task on it, and their
-    callbacks (each request's answer made and sent) run there, while the batch's thread goes on to the next batch.
-
-    Args:
-        executor: a `concurrent.futures.Executor`.
-
-    Example:
-
-    ```python
-    future = batcher.submit_future(checked, loop=ExecutorLoop(pool))
-    future.add_done_callback(send_answer)  # runs on a thread of `pool`
-    ```
-    """
-
-    def __init__(self, executor):
-        self._executor = executor
-
-    @staticmethod
-    def create_future():
-        return concurrent.futures.Future()
-
-    def call_soon_threadsafe(self, function, *args):
-        self._executor.submit(function, *args)  # RuntimeError once it is shut down, as a closed loop's
 
 
 class _NotRowWise(Exception):

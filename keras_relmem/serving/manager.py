@@ -14,14 +14,12 @@ they started on, so a swap never fails them.
 import logging
 import os
 import pathlib
-import sys
 import threading
 
 import grpc
 
 from keras_relmem.serving.errors import ServingError
-from keras_relmem.serving.reuse import NotReusable
-from keras_relmem.serving.servable import Servable
+from keras_relmem.serving.servable import MAX_ROWS_PER_CALL, Servable
 
 log = logging.getLogger("keras_relmem.serving")
 
@@ -58,14 +56,8 @@ class ModelManager:
             start, negative never polls (as `--file_system_poll_wait_seconds`).
         servable_factory: builds a servable from (name, version, path);
             None (the default) builds a `Servable` (tests swap in fakes).
-        reuse_functions: with the default factory, a new version whose
-            program equals a served version's (a retrained model exported by
-            the same code) runs on the served version's graph functions with
-            its own variables instead of being loaded in full
-            (`keras_relmem.serving.reuse`): milliseconds instead of a load's
-            long holds of the interpreter lock. False loads every version in full.
-        predict_in_graph: with the default factory, build each signature's
-            gRPC Predict as one graph call (`Servable(predict_in_graph=...)`).
+        max_rows: with the default factory, rows one model call takes at
+            most (`Servable(max_rows=...)`, `--max_rows_per_call`).
 
     Example:
 
@@ -76,16 +68,14 @@ class ModelManager:
     ```
     """
 
-    def __init__(self, configs, poll_seconds=1.0, servable_factory=None, reuse_functions=True,
-                 predict_in_graph=True):
+    def __init__(self, configs, poll_seconds=1.0, servable_factory=None, max_rows=MAX_ROWS_PER_CALL):
         names = [config.name for config in configs]
         if len(set(names)) != len(names):
             raise ValueError(f"model names must be unique; received {names}.")
         self.configs = {config.name: config for config in configs}
         self.poll_seconds = poll_seconds
         self._factory = servable_factory
-        self.reuse_functions = reuse_functions
-        self.predict_in_graph = predict_in_graph
+        self.max_rows = max_rows
         self._lock = threading.Lock()
         self._loaded = {name: {} for name in self.configs}  # name -> {version: Servable}
         self._status = {name: {} for name in self.configs}  # name -> {version: VersionStatus}
@@ -228,7 +218,6 @@ class ModelManager:
         with self._lock:
             self._status[name][version] = VersionStatus("LOADING")
         log.info("Loading servable version {name: %s version: %d} from %s", name, version, path)
-        _handover.enter()
         try:
             servable, replayed = self._create(name, version, path)
             if replayed:
@@ -241,8 +230,6 @@ class ModelManager:
                 self._failed[name][version] = fingerprint
             log.error("Loading servable version {name: %s version: %d} failed: %s", name, version, message)
             return False
-        finally:
-            _handover.exit()
         with self._lock:
             self._loaded[name][version] = servable
             self._status[name][version] = VersionStatus("AVAILABLE")
@@ -251,37 +238,13 @@ class ModelManager:
         return True
 
     def _create(self, name, version, path):
-        """`(servable, warm-up requests replayed)`: built on a served version's functions when it can be
-        (`reuse`), else loaded in full, at a lower CPU priority when a version of the model already serves."""
-        with self._lock:
-            served = [s for _, s in sorted(self._loaded[name].items(), reverse=True)]
-        if served and self._factory is None and self.reuse_functions:
-            try:
-                servable = Servable(name, version, path, donors=served, load_in_full=False)
-            except NotReusable as why:
-                log.info("Servable version {name: %s version: %d} is loaded in full: %s", name, version, why)
-            else:
-                log.info("Servable version {name: %s version: %d} runs on the graph functions of version %d "
-                         "with its own variables", name, version, servable.reused_version)
-                # Milliseconds of work at the requests' own priority: a lower one would leave the
-                # interpreter lock with a thread the kernel runs least.
-                return servable, servable.warm_up()
-        if not served:
-            # Nothing to be polite to; and threads inherit their creator's priority, so the thread pools
-            # TensorFlow starts during a first load would run every later request at the lower one.
-            return self._load_in_full(name, version, path)
-        return _run_politely(self._load_in_full, name, version, path)
-
-    def _load_in_full(self, name, version, path):
+        """`(servable, warm-up requests replayed)`: the version loaded, then warmed before it takes traffic."""
         if self._factory is not None:
             servable = self._factory(name, version, path)
         else:
-            servable = Servable(name, version, path, predict_in_graph=self.predict_in_graph)
+            servable = Servable(name, version, path, max_rows=self.max_rows)
         warm_up = getattr(servable, "warm_up", None)
-        replayed = warm_up() if warm_up is not None else 0
-        if self._factory is None and self.reuse_functions:
-            _rehearse_reuse(servable)
-        return servable, replayed
+        return servable, warm_up() if warm_up is not None else 0
 
     def start(self):
         """Poll once now (so the server starts with its models), then keep polling in the background."""
@@ -301,93 +264,3 @@ class ModelManager:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
-
-
-def _rehearse_reuse(servable):
-    """Build `servable` once more on its own graph functions, call each signature of that copy once, and drop it.
-
-    The first version built on a served one pays costs that later ones do
-    not: memory the process has not used before, and the first runs of the
-    path that reads variables into new tensors (about 8 ms of a CPU where
-    later builds take 4, and about twice that under traffic). Paid here, as
-    part of a full load, they no longer fall on the requests in flight during
-    the first swap. A version that cannot run on its own functions (a
-    checkpointed table, signatures called by keyword) is simply not rehearsed.
-    The calls are on generated inputs, one per signature, not the version's
-    warm-up records: those already ran on the version itself, and may be many.
-    """
-    try:
-        Servable(servable.name, servable.version, servable.path, donors=[servable],
-                 load_in_full=False).warm_up_generated()
-    except Exception as error:  # only a rehearsal: the version itself loaded and serves
-        log.debug("Servable version {name: %s version: %d} was not rehearsed on its own graph functions: %s",
-                  servable.name, servable.version, error)
-
-
-class _QuickGilHandover:
-    """While any version loads, Python's switch interval is at most 1 ms; the last load to end restores it.
-
-    Loading runs seconds of Python on the poller thread: a request thread
-    waiting for the GIL then gets it within a millisecond rather than
-    Python's default 5. Counted, so managers loading at once in one process
-    restore the interval they found.
-    """
-
-    def __init__(self, interval=0.001):
-        self.interval = interval
-        self._lock = threading.Lock()
-        self._loading = 0
-        self._saved = None
-
-    def enter(self):
-        with self._lock:
-            if not self._loading:
-                self._saved = sys.getswitchinterval()
-                sys.setswitchinterval(min(self._saved, self.interval))
-            self._loading += 1
-
-    def exit(self):
-        with self._lock:
-            self._loading -= 1
-            if not self._loading:
-                sys.setswitchinterval(self._saved)
-
-
-_handover = _QuickGilHandover()
-
-
-def _run_politely(function, *args):
-    """`function(*args)` on a thread of its own at a lower CPU priority; returns or raises what it does.
-
-    Loading a version in full is seconds of CPU work; the requests it shares
-    the cores with come first. A thread of its own, because a thread cannot
-    raise its priority back where the user may not.
-    """
-    outcome = {}
-
-    def run():
-        _lower_this_threads_priority()
-        try:
-            outcome["value"] = function(*args)
-        except BaseException as error:  # handed to the caller, which reports it
-            outcome["error"] = error
-
-    thread = threading.Thread(target=run, name="model-loader", daemon=True)
-    thread.start()
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
-
-
-def _lower_this_threads_priority(nice=10):
-    """Set the calling thread's nice value to `nice` (Linux schedules each thread on its own); elsewhere nothing.
-
-    The poller loads and warms new versions while the served ones answer:
-    on a machine with few cores the load competes with the requests for
-    CPU, and a request during a swap should not wait for it.
-    """
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
-    except (AttributeError, OSError):  # not Linux, or not allowed: loading still works, only less politely
-        pass

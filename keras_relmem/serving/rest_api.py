@@ -17,12 +17,9 @@ at the configured path (see `keras_relmem.serving.metrics`).
 
 import asyncio
 import base64
-import concurrent.futures
 import json
 import logging
-import os
 import re
-import threading
 
 import grpc
 import numpy as np
@@ -31,14 +28,9 @@ from aiohttp import web
 from google.protobuf import json_format
 
 from keras_relmem.serving.errors import ServingError, invalid
-from keras_relmem.serving.event_loops import new_event_loop
-from keras_relmem.serving.event_loops import resolve as resolve_event_loop
 from keras_relmem.serving.metrics import RequestRecord
 
 log = logging.getLogger("keras_relmem.serving")
-
-# A batched answer with more values than this is encoded as JSON on a worker thread, not on the event loop.
-_INLINE_OUTPUT_VALUES = 1 << 14
 
 _ROUTE = re.compile(
     r"^/v1/models/(?P<name>[^/:]+)"
@@ -171,7 +163,7 @@ def _example(index, features):
     return example
 
 
-def examples_call(core, match, body, record=None):
+async def examples_call(core, match, body, record=None):
     """`:classify` / `:regress` with `{"signature_name", "examples": [...]}` as TF Serving's REST API."""
     from tensorflow_serving.apis import classification_pb2, regression_pb2
 
@@ -195,11 +187,11 @@ def examples_call(core, match, body, record=None):
     for index, features in enumerate(body["examples"]):
         request.input.example_list.examples.add().CopyFrom(_example(index, features))
     if kind == "regress":
-        return {"results": [r.value for r in regress(core, request, record).result.regressions]}
+        return {"results": [r.value for r in (await regress(core, request, record)).result.regressions]}
     return {
         "results": [
             [[c.label, c.score] for c in result.classes]
-            for result in classify(core, request, record).result.classifications
+            for result in (await classify(core, request, record)).result.classifications
         ]
     }
 
@@ -276,21 +268,20 @@ def _error_body(error):
 
 
 class RestServer:
-    """TF Serving's REST API over a `ServingCore`, on aiohttp's HTTP server.
+    """TF Serving's REST API over a `ServingCore`, on aiohttp's HTTP server, on the server's event loop.
 
-    aiohttp reads HTTP/1.1 properly where the standard library's server did
-    not (an unread body is drained before the next request on a keep-alive
-    connection, Nagle is off so keep-alive answers are not held back) and
-    closes connections idle, or stuck in their headers, for `timeout`
-    seconds. One event-loop thread holds every connection; model work runs on
-    `num_threads` worker threads, and at most `max_queued` more requests wait
-    for one (more get 503), so threads stay bounded whatever the load.
+    aiohttp reads HTTP/1.1 properly (an unread body is drained before the
+    next request on a keep-alive connection) and closes connections idle, or
+    stuck in their headers, for `timeout` seconds. Model work runs through the
+    core (its worker threads, or a batch), so threads stay bounded whatever
+    the load.
 
     Limits answered before parsing gets expensive: a body over
     `max_json_bytes` gets 413 without being read, JSON nested deeper than
     `max_json_depth` gets 400 without being parsed, a body not received
     within `timeout` gets 408, and an answer not ready within `timeout` gets
-    504 (DEADLINE_EXCEEDED, as `--rest_api_timeout_in_ms`).
+    504 (DEADLINE_EXCEEDED, as `--rest_api_timeout_in_ms`) and its work
+    stops (not started, or between its slices; `Servable.call`).
 
     Args:
         address: `(host, port)`; port 0 picks a free one (see `server_address`).
@@ -301,88 +292,34 @@ class RestServer:
         max_json_depth: deepest nesting of JSON arrays/objects accepted.
         timeout: seconds for a request to arrive and be answered, and for an
             idle keep-alive connection to be closed.
-        num_threads: worker threads for model work (default 4 per CPU, as
-            `--rest_api_num_threads`).
-        max_queued: requests allowed to wait for a worker (default 16 per thread).
         metrics: a `ServingMetrics` to count requests in, or None.
         metrics_path: the route serving `metrics` in Prometheus' format, or None.
-        inline_max_bytes: a request body up to this size is answered on the
-            event-loop thread, without the hand-off to a worker and back, when
-            it is the only request in flight on the only open connection (a
-            lone client, which waits for this answer anyway); 0 always hands
-            off. Such a request is not cut off at `timeout`. With batching on,
-            a `:predict` body up to this size also joins its batch from the
-            event loop instead of holding a worker thread while it waits.
-        event_loop: "auto", "uvloop" or "asyncio" (`event_loops.resolve`; ValueError for
-            an unknown one or uvloop missing).
 
     Example:
 
     ```python
-    rest = RestServer(("127.0.0.1", 8501), core, 64 << 20).start()
+    rest = RestServer(("127.0.0.1", 8501), core, 64 << 20)
+    await rest.open()       # on the server's event loop
     ...
-    rest.stop()
+    await rest.close()
     ```
     """
 
     def __init__(self, address, core, max_request_bytes=64 << 20, *, max_json_bytes=16 << 20, max_json_depth=64,
-                 timeout=30.0, num_threads=None, max_queued=None, metrics=None, metrics_path=None,
-                 inline_max_bytes=64 << 10, event_loop="auto"):
+                 timeout=30.0, metrics=None, metrics_path=None):
         self.core = core
-        self.event_loop = resolve_event_loop(event_loop)
         self.max_body_bytes = min(max_request_bytes, max_json_bytes)
         self.max_json_depth = max_json_depth
         self.timeout = timeout
-        self.num_threads = num_threads or 4 * (os.cpu_count() or 1)
-        self.max_queued = 16 * self.num_threads if max_queued is None else max_queued
         self.metrics = metrics
         self.metrics_path = metrics_path
         self._address = address
         self.server_address = None
-        self._executor = concurrent.futures.ThreadPoolExecutor(self.num_threads, thread_name_prefix="rest-worker")
-        self._loop = None
-        self._thread = None
         self._runner = None
-        self._slots = None
-        self._server = None
-        self._waiting = 0
-        self._in_flight = 0
-        self.inline_max_bytes = inline_max_bytes
 
-    # Life cycle -------------------------------------------------------------
-
-    def start(self):
-        """Bind and serve on a background thread; returns self once the port is open.
-
-        Raises:
-            OSError: the address cannot be bound.
-        """
-        ready = concurrent.futures.Future()
-        self._thread = threading.Thread(target=self._serve, args=(ready,), name="rest", daemon=True)
-        self._thread.start()
-        self.server_address = ready.result()
-        return self
-
-    def _serve(self, ready):
-        self._loop = new_event_loop(self.event_loop)
-        asyncio.set_event_loop(self._loop)
-        try:
-            self._loop.run_until_complete(self._open(ready))
-        except BaseException as error:  # report a failed bind to start()
-            if not ready.done():
-                ready.set_exception(error)
-            return
-        self._loop.run_forever()
-        # Whatever is left (connections the cleanup did not wait for) is cancelled, not leaked.
-        pending = asyncio.all_tasks(self._loop)
-        for task in pending:
-            task.cancel()
-        self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        self._loop.close()
-
-    async def _open(self, ready):
-        self._slots = asyncio.Semaphore(self.num_threads)
-        self._server = server = web.Server(
+    async def open(self):
+        """Bind and serve; returns self once the port is open (OSError when it cannot be bound)."""
+        server = web.Server(
             self._handle,
             keepalive_timeout=self.timeout,
             # Bad HTTP (not JSON) is answered 400 by aiohttp; keep its log quiet.
@@ -400,27 +337,19 @@ class RestServer:
         except OSError as error:
             await self._runner.cleanup()
             raise OSError(f"cannot bind REST to {host}:{port}: {error}") from error
-        ready.set_result(self._runner.addresses[0][:2])
+        self.server_address = self._runner.addresses[0][:2]
+        return self
 
-    def stop(self):
+    async def close(self):
         """Stop accepting, finish what is in flight (up to `timeout`), close every connection."""
-        if self._loop is not None and self._loop.is_running():
-            closing = asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop)
-            try:
-                closing.result(timeout=self.timeout + 5)
-            except (concurrent.futures.TimeoutError, RuntimeError) as error:
-                log.warning("REST shutdown did not finish cleanly: %r", error)
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=self.timeout + 5)
-        self._executor.shutdown(wait=False, cancel_futures=True)
-
-    # Requests ---------------------------------------------------------------
+        if self._runner is not None:
+            await self._runner.cleanup()
 
     async def _handle(self, request):
         if self.metrics_path and request.path == self.metrics_path:
             if request.method != "GET":
                 return self._json(405, {"error": f"{request.method} {self.metrics_path}: use GET"})
-            body = await self._loop.run_in_executor(self._executor, self.metrics.exposition)
+            body = await self.core.run(self.metrics.exposition)
             return web.Response(body=body, headers={"Content-Type": prometheus_client.CONTENT_TYPE_LATEST})
         match = _ROUTE.match(request.path)
         api = (match["verb"] or ("metadata" if match["metadata"] else "status")) if match else "unknown"
@@ -428,8 +357,9 @@ class RestServer:
         if match:
             record.model = match["name"]
         phase = "reading the request"
+        deadline = asyncio.get_running_loop().time() + self.timeout
         try:
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout_at(deadline):
                 if not match:
                     raise ServingError(
                         grpc.StatusCode.NOT_FOUND,
@@ -439,10 +369,10 @@ class RestServer:
                 if request.method == "POST":
                     raw = await self._read_body(request)
                     phase = "answering"
-                    payload = await self._answer_post(match, raw, record)
+                    payload = await self._post(match, raw, record, deadline)
                 elif request.method == "GET":
                     phase = "answering"
-                    payload = await self._run(self._get, match, record, size=0)
+                    payload = self._get(match, record)
                 else:
                     raise ServingError(grpc.StatusCode.UNIMPLEMENTED,
                                        f"{request.method} is not supported: use GET or POST", http_status=405)
@@ -457,7 +387,7 @@ class RestServer:
                 return self._json(408, {"error": f"the request body did not arrive within {self.timeout:g} s"},
                                   close=True)
             return self._json(504, {"error": f"Deadline Exceeded: no answer within {self.timeout:g} s "
-                                             "(--rest_api_timeout_in_ms)"})
+                                             "(--rest_api_timeout_in_ms); its work was stopped"})
         except Exception as error:  # never let a request take the server down
             log.error("REST %s %s failed: %s: %s", request.method, request.path, type(error).__name__, error)
             log.debug("REST failure", exc_info=True)
@@ -501,36 +431,6 @@ class RestServer:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def _run(self, function, *args, size):
-        """`function(*args)` on a worker thread (waiting for a free one, 503 when too many already wait), or
-        here on the event loop's thread for a small request (`size` bytes) of a lone client."""
-        small = self.inline_max_bytes > 0 and size <= self.inline_max_bytes
-        if small and self._in_flight == 0 and len(self._server.connections) <= 1:
-            # One connection and nothing running: no other request can wait behind this one, so it skips the
-            # hand-off to a worker and back (two thread wake-ups; see docs/serving.md for what that saves).
-            return function(*args)
-        return await self._hand_off(function, *args)
-
-    async def _hand_off(self, function, *args):
-        """`function(*args)` on a worker thread, waiting for a free one (503 when too many already wait)."""
-        if self._waiting >= self.max_queued:
-            raise ServingError(grpc.StatusCode.UNAVAILABLE,
-                               f"server busy: {self._waiting} requests are waiting for a worker")
-        self._waiting += 1
-        try:
-            await self._slots.acquire()
-        finally:
-            self._waiting -= 1
-        self._in_flight += 1
-        future = self._loop.run_in_executor(self._executor, function, *args)
-
-        def done(_):  # the slot frees when the work ends, not when a timed-out caller stops waiting
-            self._in_flight -= 1
-            self._slots.release()
-
-        future.add_done_callback(done)
-        return await asyncio.shield(future)
-
     def _get(self, match, record):
         if match["verb"]:
             raise invalid(f"{match['verb']} needs POST")
@@ -549,28 +449,6 @@ class RestServer:
             version = core.manager.get(name, None, label).version
         return status_json(core.manager.status(name, version))
 
-    async def _answer_post(self, match, raw, record):
-        """A POST's answer. With batching on, a small `:predict` joins its batch from the event loop (parsed and
-        checked here, then awaited while the batch forms on the batcher's thread), so concurrent clients do not
-        each hold a worker thread that waits for the batch; anything else runs as `_run` decides."""
-        batchable = (self.core is not None and self.core.batching and match["verb"] == "predict"
-                     and 0 < self.inline_max_bytes and len(raw) <= self.inline_max_bytes)
-        if not batchable:
-            return await self._run(self._post, match, raw, record, size=len(raw))
-        servable, key, inputs, row_format = self._predict_inputs(match, self._parse_body(match, raw), record)
-        key, checked, future = self.core.batch_future(servable, key, inputs, exact_dtypes=False, loop=self._loop)
-        if future is None:  # a request that runs alone (larger than a batch): on a worker like any other
-
-            def alone():
-                return predict_response(servable.call(key, checked), row_format)
-
-            return await self._hand_off(alone)
-        # Shielded: a request that times out leaves its rows to the batch rather than cancelling them.
-        outputs = await asyncio.shield(future)
-        if sum(np.size(value) for value in outputs.values()) > _INLINE_OUTPUT_VALUES:
-            return await self._hand_off(predict_response, outputs, row_format)  # big JSON: not on the loop
-        return predict_response(outputs, row_format)
-
     def _parse_body(self, match, raw):
         """The POST body as JSON, refused (400) when nested deeper than `max_json_depth` or malformed."""
         if not match["verb"]:
@@ -586,18 +464,16 @@ class RestServer:
         except RecursionError:
             raise invalid("JSON Parse error: nested too deeply") from None
 
-    def _predict_inputs(self, match, body, record):
-        """`(servable, signature key, inputs, row_format)` of a parsed `:predict` body."""
+    async def _post(self, match, raw, record, deadline):
+        # Parsing JSON and making arrays of it take time in proportion to the body: on a worker, not the loop.
+        body = await self.core.run(self._parse_body, match, raw)
+        if match["verb"] in ("classify", "regress"):
+            return await examples_call(self.core, match, body, record)
         signature_name, payload, row_format = parse_predict(body)
         servable = self.core.manager.get(match["name"], match["version"], match["label"])
         key, _ = servable.signature(signature_name)
         record.served_by(servable, key)
-        return servable, key, columns(payload, row_format, list(servable.input_specs[key])), row_format
-
-    def _post(self, match, raw, record):
-        body = self._parse_body(match, raw)
-        if match["verb"] in ("classify", "regress"):
-            return examples_call(self.core, match, body, record)
-        servable, key, inputs, row_format = self._predict_inputs(match, body, record)
-        _, _, outputs = self.core.predict_on(servable, key, inputs, exact_dtypes=False)
-        return predict_response(outputs, row_format)
+        inputs = await self.core.run(columns, payload, row_format, list(servable.input_specs[key]))
+        outputs = await self.core.predict(servable, key, inputs, exact_dtypes=False,
+                                          timeout=deadline - asyncio.get_running_loop().time())
+        return await self.core.run(predict_response, outputs, row_format)

@@ -4,24 +4,27 @@ The server never imports the code that built a model: it loads the SavedModel
 with `tf.saved_model.load` and calls its signatures, as TF Serving does.
 """
 
-import copy
 import logging
 import pathlib
+import time
 
 import grpc
 import numpy as np
 import tensorflow as tf
 from google.protobuf import message
+from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow.python.util import deprecation
 
-from keras_relmem.serving import reuse, saved_model_file, tensors
+from keras_relmem.serving import tensors
 from keras_relmem.serving.errors import ServingError, invalid
-from keras_relmem.serving.in_graph import InGraphPredict
 
 log = logging.getLogger("keras_relmem.serving")
 
 WARMUP_FILE = ("assets.extra", "tf_serving_warmup_requests")
 MAX_WARMUP_RECORDS = 1000  # TF Serving refuses files with more
+# Rows one model call takes at most: a larger request runs as slices of this many (TF Serving's large-batch
+# splitting). 4096 rows keep the quick start's EntNet under about 1 GB (`bench.serving_latency --rows`).
+MAX_ROWS_PER_CALL = 4096
 CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
 
@@ -43,19 +46,10 @@ class Servable:
         name: the model name it is served under.
         version: its integer version.
         path: the version directory (`<base_path>/<version>`).
-        flat_call: call signatures as their graph functions (`FlatCall`, the
-            default) rather than by keyword; both answer the same.
-        donors: served versions of the same model, newest first. When one
-            has the same program (signatures, graph functions, tables and
-            constants; `keras_relmem.serving.reuse`), this version runs on
-            its graph functions with its own variables instead of being
-            loaded in full; `reused_version` then says which one.
-        load_in_full: False raises `reuse.NotReusable` where no donor
-            serves, instead of loading the version in full.
-        predict_in_graph: also build each flat signature's gRPC Predict as
-            one graph call (`in_graph`, the default; `predict_in_graph`
-            answers with it). A version built on a donor's graph functions
-            has it when the donor does.
+        max_rows: rows one call of the model takes at most; a larger request
+            runs as slices of this many rows whose outputs are joined (TF
+            Serving's large-batch splitting), so one request's memory is
+            bounded (`--max_rows_per_call`).
 
     Raises:
         Whatever loading raises (missing or corrupt files): the manager
@@ -72,59 +66,25 @@ class Servable:
     ```
     """
 
-    def __init__(self, name, version, path, flat_call=True, donors=(), load_in_full=True, predict_in_graph=True):
+    def __init__(self, name, version, path, max_rows=MAX_ROWS_PER_CALL):
         self.name = name
         self.version = int(version)
         self.path = str(path)
-        meta_graph, functions = saved_model_file.read_serve_graph(path)
-        self.program = reuse.Program(path, meta_graph, functions)
+        self.max_rows = int(max_rows)
+        file = pathlib.Path(path, "saved_model.pb")
+        try:
+            saved_model = saved_model_pb2.SavedModel.FromString(file.read_bytes())
+        except message.DecodeError as error:
+            raise ValueError(f"{file}: not a SavedModel ({error})") from None
+        meta_graph = next((m for m in saved_model.meta_graphs if "serve" in m.meta_info_def.tags),
+                          saved_model.meta_graphs[0])
         self.signature_defs = {
             key: sig for key, sig in meta_graph.signature_def.items() if not key.startswith("__")
         }
-        self.reused_version = None
-        for donor in donors:
-            try:
-                self._run_on(donor)
-            except reuse.NotReusable as why:
-                log.info("Version %d of %s does not reuse version %d's graph functions: %s",
-                         self.version, name, donor.version, why)
-                continue
-            except Exception as error:  # a SavedModel the checks do not expect: a full load still serves it
-                log.warning("Version %d of %s could not be checked against version %d: %s: %s",
-                            self.version, name, donor.version, type(error).__name__, _first_line(error))
-                continue
-            self.reused_version = donor.version
-            return
-        if not load_in_full:
-            raise reuse.NotReusable(f"no served version of {name} has version {self.version}'s program")
         self._model = tf.saved_model.load(self.path, tags=["serve"])
         self._functions = dict(self._model.signatures)
-        self.input_specs = {}
-        self._flat_calls = {}
-        for key, function in self._functions.items():
-            _, kwargs = function.structured_input_signature
-            self.input_specs[key] = dict(kwargs)
-            self._flat_calls[key] = FlatCall.of(function) if flat_call else None
-            if predict_in_graph and self._flat_calls[key] is not None:
-                self._flat_calls[key].in_graph = _in_graph_predict(self._flat_calls[key], self.input_specs[key])
-        self.program.prepare(self._functions)
-
-    def _run_on(self, donor):
-        """Serve this version with `donor`'s graph functions and this version's variables (`reuse`).
-
-        Raises:
-            reuse.NotReusable: when anything but the variables' values differs.
-        """
-        if any(flat is None for flat in donor._flat_calls.values()):
-            raise reuse.NotReusable("the served version's signatures are called by keyword")
-        captures, self._variables = reuse.reused_captures(
-            self.program, donor.program, {key: flat.captures for key, flat in donor._flat_calls.items()})
-        # The first full load owns the functions and the shared tables: keep it alive, not the donor.
-        self._model = donor._model
-        # Names only: the donor's keyword signatures would compute with the donor's variables.
-        self._functions = dict.fromkeys(donor._functions)
-        self.input_specs = donor.input_specs
-        self._flat_calls = {key: flat.with_captures(captures[key]) for key, flat in donor._flat_calls.items()}
+        self.input_specs = {key: dict(function.structured_input_signature[1])
+                            for key, function in self._functions.items()}
 
     def signature(self, signature_name):
         """The `SignatureDef` proto, or NOT_FOUND-style FAILED_PRECONDITION as TF Serving answers."""
@@ -195,7 +155,6 @@ class Servable:
                     raise ValueError(f"{path}: warm-up record {count} failed: {error}") from None
         except tf.errors.DataLossError as error:
             raise ValueError(f"{path}: warm-up record {count + 1} is damaged: {_first_line(error)}") from None
-        self.warm_up_in_graph()
         return count
 
     def warm_up_generated(self):
@@ -220,26 +179,7 @@ class Servable:
                          self.name, self.version, key, error)
                 continue
             answered += 1
-        self.warm_up_in_graph()
         return answered
-
-    def warm_up_in_graph(self):
-        """Call each signature's in-graph Predict once on generated inputs: its first call optimises its graph
-        (as long as the signature's own first call), which must not fall on a request. A call the model
-        refuses still did that."""
-        from tensorflow_serving.apis import predict_pb2
-
-        for key, flat in self._flat_calls.items():
-            if flat is None or flat.in_graph is None:
-                continue
-            request = predict_pb2.PredictRequest()
-            for alias, spec in self.input_specs[key].items():
-                tensors.fill_proto(request.inputs[alias], generated_input(spec))
-            try:
-                flat.in_graph(request, flat.captures)
-            except tf.errors.OpError as error:
-                log.info("warm-up of %s version %d: signature %s's in-graph Predict refused generated inputs (%s)",
-                         self.name, self.version, key, _first_line(error))
 
     def _replay(self, record):
         kind = record.WhichOneof("log_type")
@@ -268,113 +208,52 @@ class Servable:
                 f"Outputs expected to be in the set {{{','.join(sorted(signature_def.outputs))}}}."
             )
 
-    def predict_in_graph(self, key, request, output_filter=()):
-        """`{output alias: serialized TensorProto}` of a `PredictRequest` answered in one graph call (`in_graph`),
-        or None when it is not: the signature has no in-graph Predict, the request's inputs are not what the
-        signature takes, or the model refused them. The caller then answers it the Python way (`check_inputs`,
-        `call`), which says what is wrong. `output_filter` must have passed `check_outputs`.
-        """
-        flat = self._flat_calls.get(key)
-        in_graph = flat.in_graph if flat is not None else None
-        if in_graph is None or not in_graph.accepts(request):
-            return None
-        try:
-            outputs = in_graph(request, flat.captures)
-        except tf.errors.OpError:
-            return None
-        return select_outputs(outputs, output_filter)
+    def call(self, key, checked, output_filter=(), deadline=None):
+        """Run signature `key` on inputs `check_inputs` returned; `{output alias: np.ndarray}`.
 
-    def call(self, key, checked, output_filter=()):
-        """Run signature `key` on inputs `check_inputs` returned; `{output alias: np.ndarray}`."""
-        flat_call = self._flat_calls[key]
+        A request of more than `max_rows` rows runs as slices of at most that many (every input's first
+        dimension is its rows), and the slices' outputs are joined; `deadline` (a `time.monotonic()`
+        time) is checked before each slice, so work past it stops (DEADLINE_EXCEEDED). An out-of-memory
+        in the model is RESOURCE_EXHAUSTED with TensorFlow's message, and logged.
+        """
+        rows = {np.shape(value)[0] if np.ndim(value) else None for value in checked.values()}
+        (count,) = rows if len(rows) == 1 else (None,)
+        if count is None or count <= self.max_rows:
+            return self._call(key, checked, output_filter, deadline)
+        parts = [self._call(key, {alias: value[start:start + self.max_rows] for alias, value in checked.items()},
+                            output_filter, deadline)
+                 for start in range(0, count, self.max_rows)]
+        joined = {}
+        for alias in parts[0]:
+            if any(np.ndim(part[alias]) == 0 or len(part[alias]) != min(self.max_rows, count - i * self.max_rows)
+                   for i, part in enumerate(parts)):
+                raise ServingError(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"{key}: {count} rows are more than the {self.max_rows} one call takes, and output {alias} "
+                    "has no row per input row to join slices by: send at most that many rows, or raise "
+                    "--max_rows_per_call")
+            joined[alias] = np.concatenate([part[alias] for part in parts])
+        return joined
+
+    def _call(self, key, checked, output_filter, deadline):
+        if deadline is not None and time.monotonic() > deadline:
+            raise ServingError(grpc.StatusCode.DEADLINE_EXCEEDED, f"{key}: Deadline Exceeded (its work was stopped)")
         try:
-            # Tensors, not arrays: the signature's own conversion of NumPy inputs costs more.
             specs = self.input_specs[key]
             tensors_in = {alias: tf.constant(value, dtype=specs[alias].dtype) for alias, value in checked.items()}
-            outputs = flat_call(tensors_in) if flat_call is not None else self._functions[key](**tensors_in)
+            outputs = self._functions[key](**tensors_in)
         except (tf.errors.InvalidArgumentError, ValueError, TypeError) as error:
             raise invalid(f"{key}: {_first_line(error)}") from error
+        except tf.errors.ResourceExhaustedError as error:
+            log.error("%s version %d signature %s: out of memory: %s", self.name, self.version, key,
+                      _first_line(error))
+            raise ServingError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                               f"{key}: {_first_line(error)} (send fewer rows, or lower --max_rows_per_call)"
+                               ) from error
         except tf.errors.OpError as error:
             raise ServingError(grpc.StatusCode.INTERNAL, f"{key}: {_first_line(error)}") from error
         names = output_filter or outputs.keys()
         return {alias: outputs[alias].numpy() for alias in names}
-
-
-class FlatCall:
-    """A signature called as its graph function: tensors in a fixed order, a list of tensors out.
-
-    Calling a signature by keyword (`signature(story=..., question=...)`)
-    binds the keywords to its function type, gathers the captured variables,
-    checks for a gradient tape and packs the outputs into a dict: about 0.1 ms
-    of Python per call on a CPU, an eighth of a small model's own time. A
-    server has already checked names, dtypes and shapes (`check_inputs`), so
-    it calls the graph function under the signature directly with the inputs
-    in the graph's order and the captures gathered once at load, which is
-    what the keyword call does after its checks.
-
-    Args:
-        function: the signature (a concrete function of a loaded SavedModel).
-        input_aliases: the input names in the graph function's argument order.
-        output_aliases: the output names in the order the graph function returns them.
-
-    Example:
-
-    ```python
-    flat = FlatCall.of(tf.saved_model.load(path).signatures["answer"])
-    outputs = flat({"story": tf.constant([["Mary went home."]]), "question": tf.constant(["Where is Mary?"])})
-    ```
-    """
-
-    def __init__(self, function, input_aliases, output_aliases):
-        self.graph_function = function.inference_fn
-        # Resource handles of the model's variables: they live as long as the loaded model does.
-        self.captures = list(function.captured_inputs)
-        self.input_aliases = tuple(input_aliases)
-        self.output_aliases = tuple(output_aliases)
-        self.in_graph = None  # the signature's `InGraphPredict`, when the servable builds one
-
-    @classmethod
-    def of(cls, function):
-        """The flat call of `function`, or None when its inputs or outputs are not plain named tensors (the
-        keyword call then serves it)."""
-        try:
-            args, kwargs = function.structured_input_signature
-            specs = tf.nest.flatten(kwargs)  # a dict flattens in sorted key order, as the graph's arguments
-            placeholders = [t.name.split(":")[0] for t in function.inputs[:len(specs)]]
-            count = len(function.inference_fn.function_type.flat_outputs)
-            # Where each output alias sits in the returned list, as the keyword call packs it.
-            positions = function.function_type.pack_output(list(range(count)))
-        except (AttributeError, TypeError, ValueError):
-            return None
-        aliases = sorted(kwargs)
-        plain = (not args and all(isinstance(spec, tf.TensorSpec) for spec in specs)
-                 and [spec.name for spec in specs] == aliases == placeholders
-                 and isinstance(positions, dict) and sorted(positions.values()) == list(range(count)))
-        if not plain:
-            return None
-        return cls(function, aliases, sorted(positions, key=positions.get))
-
-    def with_captures(self, captures):
-        """The same graph function called with other captures (another version's variables, in the same order)."""
-        flat = copy.copy(self)
-        flat.captures = list(captures)
-        return flat
-
-    def __call__(self, tensors_in):
-        """`{output alias: tf.Tensor}` for `{input alias: tf.Tensor}` (every alias, dtypes as the signature's)."""
-        flat = self.graph_function.call_flat(*[tensors_in[alias] for alias in self.input_aliases],
-                                              *self.captures)
-        return dict(zip(self.output_aliases, flat))
-
-
-def _in_graph_predict(flat, input_specs):
-    """The signature's `InGraphPredict`, or None (logged) when it cannot be built: the Python path serves it."""
-    try:
-        return InGraphPredict(flat, input_specs)
-    except Exception as error:  # an optimisation only: whatever tracing raises, the version still loads
-        log.info("The signature with inputs %s is answered in Python only: %s", ", ".join(flat.input_aliases),
-                 _first_line(error))
-        return None
 
 
 def generated_input(spec):
@@ -394,7 +273,11 @@ def _first_line(error):
         and not line.strip().startswith(("Graph execution error", "Detected at node", "File ", "[["))
     ]
     line = useful[-1] if useful else (text.splitlines()[0] if text else type(error).__name__)
-    return line.split("\t [[")[0].split(" [[")[0].strip()
+    line = line.split("\t [[")[0].split(" [[")[0].strip()
+    # an export's own check (tf.debugging.Assert): its message, without the op's wrapping
+    if line.startswith("assertion failed: [") and "]" in line:
+        line = line[len("assertion failed: ["):].split("]", 1)[0].replace("\\'", "'")
+    return line
 
 
 def _check_tensor(alias, value, spec, exact_dtypes=True):

@@ -8,10 +8,13 @@ Run it as `python serving/server.py` with
 
 It serves the latest version under the base path, loads new version
 directories as they appear (every `--file_system_poll_wait_seconds`), and
-keeps the previous version serving when a new one fails to load.
+keeps the previous version serving when a new one fails to load. One gRPC
+server (grpc's asyncio server) and one REST server (aiohttp) run on one event
+loop and share one Predict path (`core.ServingCore.predict`).
 """
 
 import argparse
+import asyncio
 import concurrent.futures
 import gc
 import logging
@@ -19,6 +22,7 @@ import os
 import pathlib
 import signal
 import sys
+import threading
 import time
 
 import grpc
@@ -29,15 +33,11 @@ from tensorflow_serving.config import model_server_config_pb2
 
 from keras_relmem.serving.batching import parse_batching_parameters
 from keras_relmem.serving.core import ServingCore
-from keras_relmem.serving.event_loops import EVENT_LOOPS
-from keras_relmem.serving.event_loops import resolve as resolve_event_loop
-from keras_relmem.serving.grpc_aio import AsyncGrpcServer, AsyncPredictionService
 from keras_relmem.serving.grpc_api import ModelService, PredictionService
-from keras_relmem.serving.grpc_native import NOT_INSTALLED, NativeGrpcServer
-from keras_relmem.serving.grpc_native import unavailable_reason as native_grpc_unavailable
 from keras_relmem.serving.manager import ModelManager
 from keras_relmem.serving.metrics import ServingMetrics, read_monitoring_config
 from keras_relmem.serving.rest_api import RestServer
+from keras_relmem.serving.servable import MAX_ROWS_PER_CALL
 
 log = logging.getLogger("keras_relmem.serving")
 
@@ -67,26 +67,9 @@ def build_parser():
         help="largest request accepted over gRPC and REST (default 64 MiB)",
     )
     parser.add_argument(
-        "--grpc_max_threads", type=int, default=32,
-        help="gRPC worker threads: calls answered at once (default 32). With --enable_batching on the native "
-             "front end, Predicts hold none while they wait for their batch: it takes a thread a core, at most "
-             "this many, and runs requests too large to batch on this many more")
-    parser.add_argument(
-        "--grpc_asyncio", type=_boolean, default=None, metavar="{true,false}",
-        help="serve gRPC on grpc's asyncio server, where a Predict waits for its batch without holding a "
-             "thread (default: with --enable_batching where the native front end is not installed)",
-    )
-    parser.add_argument(
-        "--grpc_native", type=_boolean_or_auto, default="auto", metavar="{true,false,auto}",
-        help="serve gRPC on the C++ gRPC library (the keras-relmem-native package, built from native/): the "
-             "same methods for less per call, and with --enable_batching a Predict waits for its batch "
-             "without holding a thread. auto (default): where the package is installed, unless "
-             "--grpc_asyncio=true",
-    )
-    parser.add_argument(
-        "--event_loop", choices=EVENT_LOOPS, default="auto",
-        help="the event loop of REST and of gRPC's asyncio server: uvloop, asyncio's own, or auto (uvloop "
-             "where installed; default)",
+        "--max_rows_per_call", type=int, default=MAX_ROWS_PER_CALL,
+        help="rows one model call takes at most: a larger request runs as slices of this many, so its memory "
+             f"stays bounded (default {MAX_ROWS_PER_CALL}: the quick start's model then stays under about 1 GB)",
     )
     parser.add_argument(
         "--rest_api_timeout_in_ms", type=int, default=30000,
@@ -94,15 +77,11 @@ def build_parser():
              "keep-alive connections close after it (default 30000)",
     )
     parser.add_argument("--rest_api_num_threads", type=int, default=None,
-                        help="REST worker threads for model work (default 4 per CPU)")
+                        help="worker threads for model work, for both APIs (default 4 per CPU)")
     parser.add_argument("--rest_api_max_json_bytes", type=int, default=16 << 20,
                         help="largest REST JSON body; larger ones get 413 unread (default 16 MiB)")
     parser.add_argument("--rest_api_max_json_depth", type=int, default=64,
                         help="deepest JSON nesting accepted over REST; deeper gets 400 unparsed (default 64)")
-    parser.add_argument("--rest_api_inline_max_bytes", type=int, default=64 << 10,
-                        help="REST bodies up to this size are answered on the event loop's own thread when they "
-                             "are the only request and connection (no hand-off to a worker); 0 turns this off "
-                             "(default 65536)")
     parser.add_argument(
         "--monitoring_config_file",
         help="MonitoringConfig text proto; prometheus_config { enable: true path: \"...\" } serves "
@@ -118,33 +97,8 @@ def build_parser():
              "core): the server's own Python and gRPC threads need a core. With --enable_batching on a machine "
              "of few cores, 1 and 1 leave the cores to the batches (see docs/serving.md)",
     )
-    parser.add_argument(
-        "--reuse_graph_functions", type=_boolean, default=True, metavar="{true,false}",
-        help="a new version whose program equals a served version's (a retrained model from the same export "
-             "code) runs on the served version's graph functions with its own variables, a load of "
-             "milliseconds; false loads every version in full (default true)",
-    )
-    parser.add_argument(
-        "--grpc_predict_in_graph", type=_boolean, default=True, metavar="{true,false}",
-        help="without batching, answer a gRPC Predict in one graph call that reads the request's tensors and "
-             "writes the response's, as TF Serving's C++ does; false converts them in Python (default true)",
-    )
     parser.add_argument("--verbose", action="store_true", help="log every REST request")
     return parser
-
-
-def _boolean(text):
-    """`true`/`false` (as tensorflow_model_server's boolean flags), or an argparse error naming the value."""
-    if text.lower() in ("true", "1", "yes"):
-        return True
-    if text.lower() in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-def _boolean_or_auto(text):
-    """`auto`, or a boolean flag's value (`_boolean`)."""
-    return "auto" if text.lower() == "auto" else _boolean(text)
 
 
 def model_configs(args):
@@ -202,45 +156,31 @@ def batching_options(args):
 
 def rest_options_from(args):
     """`RestServer` keyword arguments from the `--rest_api_*` flags (ValueError naming a bad one)."""
-    for flag in ("rest_api_timeout_in_ms", "rest_api_max_json_bytes", "rest_api_max_json_depth"):
+    for flag in ("rest_api_timeout_in_ms", "rest_api_max_json_bytes", "rest_api_max_json_depth", "max_rows_per_call"):
         if getattr(args, flag) < 1:
             raise ValueError(f"--{flag} must be >= 1; got {getattr(args, flag)}")
     if args.rest_api_num_threads is not None and args.rest_api_num_threads < 1:
         raise ValueError(f"--rest_api_num_threads must be >= 1; got {args.rest_api_num_threads}")
-    if args.rest_api_inline_max_bytes < 0:
-        raise ValueError(f"--rest_api_inline_max_bytes must be >= 0; got {args.rest_api_inline_max_bytes}")
     return {
         "timeout": args.rest_api_timeout_in_ms / 1000,
-        "num_threads": args.rest_api_num_threads,
         "max_json_bytes": args.rest_api_max_json_bytes,
         "max_json_depth": args.rest_api_max_json_depth,
-        "inline_max_bytes": args.rest_api_inline_max_bytes,
     }
 
 
 class ModelServer:
-    """The gRPC server (PredictionService, ModelService, health) and the optional REST server.
+    """The gRPC server (PredictionService, ModelService, health) and the optional REST server, on one event loop.
 
     Args:
         configs: `ModelConfig` protos.
         port: gRPC port (0 picks a free one; see `.port`).
         rest_api_port: REST port, 0 for none (-1 picks a free one; see `.rest_port`).
         host: address to bind.
-        poll_seconds, batching, max_request_bytes, max_threads, reuse_functions: as the flags.
-        grpc_predict_in_graph: without batching, answer gRPC Predicts in one
-            graph call (`in_graph`); False converts tensors in Python.
-        grpc_asyncio: serve gRPC on its asyncio server (`grpc_aio`), where a
-            Predict awaits its batch on the event loop; None (the default)
-            does so when batching is on and gRPC is not native.
-        grpc_native: serve gRPC on the C++ gRPC library (`grpc_native`; needs
-            the `keras-relmem-native` package); a Predict with batching then
-            holds no thread while it waits for its batch (`grpc_api.Deferrable`).
-            "auto" (the default): native where the package is installed,
-            unless `grpc_asyncio` is True (`grpc_server_kind`).
-        event_loop: the event loop of REST and of gRPC's asyncio server:
-            "auto" (uvloop where installed), "uvloop" or "asyncio" (`event_loops`).
+        poll_seconds, batching, max_request_bytes, max_rows: as the flags
+            (`--file_system_poll_wait_seconds`, ..., `--max_rows_per_call`).
+        num_threads: worker threads for model work (`--rest_api_num_threads`).
         rest_options: keyword arguments for `RestServer` (`timeout`,
-            `num_threads`, `max_json_bytes`, `max_json_depth`, `inline_max_bytes`).
+            `max_json_bytes`, `max_json_depth`).
         metrics_path: serve Prometheus metrics at this REST path (None: no
             metrics; as `--monitoring_config_file`). Needs a REST port.
 
@@ -254,21 +194,19 @@ class ModelServer:
     """
 
     def __init__(self, configs, port=8500, rest_api_port=0, host="127.0.0.1", poll_seconds=1.0,
-                 batching=None, max_request_bytes=64 << 20, max_threads=32, rest_options=None, metrics_path=None,
-                 reuse_functions=True, grpc_asyncio=None, event_loop="auto", grpc_native="auto",
-                 grpc_predict_in_graph=True):
+                 batching=None, max_request_bytes=64 << 20, max_rows=MAX_ROWS_PER_CALL, num_threads=None,
+                 rest_options=None, metrics_path=None):
         if metrics_path and not rest_api_port:
             raise ValueError("Prometheus metrics are served on the REST port: give --rest_api_port too")
-        self.event_loop = resolve_event_loop(event_loop)  # an unknown kind or uvloop missing: an error, now
         self.host = host
-        # Batching merges requests in Python: the in-graph Predict would only cost each load its tracing.
-        in_graph = bool(grpc_predict_in_graph) and batching is None
-        self.manager = ModelManager(configs, poll_seconds, reuse_functions=reuse_functions,
-                                    predict_in_graph=in_graph)
-        self.core = ServingCore(self.manager, batching)
+        self.manager = ModelManager(configs, poll_seconds, max_rows=max_rows)
+        self.core = ServingCore(self.manager, batching, num_threads=num_threads)
         self.core.metrics = ServingMetrics() if metrics_path else None
-        self.health = health.HealthServicer()
+        self.health = health.HealthServicer()  # synchronous: runs on gRPC's thread pool for such handlers
         self._health_statuses = {}  # what `health` was last told, per service
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="serving-loop", daemon=True)
+        self._thread.start()
         options = [
             ("grpc.max_receive_message_length", max_request_bytes),
             ("grpc.max_send_message_length", -1),
@@ -277,42 +215,40 @@ class ModelServer:
             # another server holds): a busy port must be an error instead.
             ("grpc.so_reuseport", 0),
         ]
-        kind = grpc_server_kind(grpc_native, grpc_asyncio, batching is not None)
-        self.grpc_native, self.grpc_asyncio = kind == "native", kind == "asyncio"
-        self._alone = None  # with batching on the native front end, where requests too large to batch run
-        if self.grpc_native:
-            threads = max_threads
-            if batching is not None:
-                # A Predict waiting for its batch holds no thread (`Deferrable`), so the front end's threads
-                # only read requests and hand them on: a thread a core. More contend for the interpreter lock
-                # (`bench.serving_latency`: fewer batched requests/s with 32 or 64 than with 2 on two cores).
-                threads = min(max_threads, os.cpu_count() or 1)
-                self._alone = concurrent.futures.ThreadPoolExecutor(max_threads, thread_name_prefix="grpc-alone")
-            self._grpc = NativeGrpcServer(threads, max_request_bytes)
-            server, prediction = self._grpc, PredictionService(self.core, in_graph, alone=self._alone)
-        elif self.grpc_asyncio:
-            self._grpc = AsyncGrpcServer(options, max_threads, self.event_loop)
-            server, prediction = self._grpc.server, AsyncPredictionService(self.core, self._grpc.executor, in_graph)
-        else:
-            self._grpc = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=max_threads), options=options)
-            server, prediction = self._grpc, PredictionService(self.core, in_graph)
-        prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(prediction, server)
-        model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(self.core), server)
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        self._health_pool = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="grpc-health")
+        self._grpc = self._on_loop(self._create_grpc(options))
+        prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(self.core), self._grpc)
+        model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(self.core), self._grpc)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._grpc)
         try:
-            self.port = self._grpc.add_insecure_port(f"{host}:{port}")
+            self.port = self._on_loop(self._bind(f"{host}:{port}"))
         except RuntimeError as error:  # grpc raises RuntimeError("Failed to bind ...")
+            self._close_loop()
             raise OSError(f"cannot bind gRPC to {host}:{port}: {error}") from error
         if self.port == 0:
+            self._close_loop()
             raise OSError(f"cannot bind gRPC to {host}:{port}")
         self._rest = None
         self.rest_port = None
         if rest_api_port:
             self._rest = RestServer((host, max(rest_api_port, 0)), self.core, max_request_bytes,
-                                    metrics=self.core.metrics, metrics_path=metrics_path, event_loop=self.event_loop,
-                                    **(rest_options or {}))
+                                    metrics=self.core.metrics, metrics_path=metrics_path, **(rest_options or {}))
         self.manager.listeners.append(self._update_health)
         self._update_health()
+
+    async def _create_grpc(self, options):
+        return grpc.aio.server(migration_thread_pool=self._health_pool, options=options)
+
+    async def _bind(self, address):
+        return self._grpc.add_insecure_port(address)
+
+    def _on_loop(self, coroutine, timeout=None):
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
+
+    def _close_loop(self):
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._health_pool.shutdown(wait=False)
 
     def _update_health(self):
         """Each health service's status from the models' availability, after every poll of the manager. Only
@@ -333,73 +269,33 @@ class ModelServer:
     def start(self):
         """Load the models (first poll), then open the ports."""
         self.manager.start()
-        self._grpc.start()
-        log.info("Running gRPC ModelServer at %s:%d (%s server%s) ...", self.host, self.port,
-                 "native" if self.grpc_native else "asyncio" if self.grpc_asyncio else "synchronous",
-                 f" on {self.event_loop}" if self.grpc_asyncio else "")
+        self._on_loop(self._grpc.start())
+        log.info("Running gRPC ModelServer at %s:%d ...", self.host, self.port)
         if self._rest is not None:
             try:
-                self.rest_port = self._rest.start().server_address[1]
+                self.rest_port = self._on_loop(self._rest.open()).server_address[1]
             except OSError:
-                self._grpc.stop(0)
-                self.manager.stop()
+                self.stop(0)
                 raise
-            log.info("Exporting HTTP/REST API at %s:%d (on %s) ...", self.host, self.rest_port, self.event_loop)
+            log.info("Exporting HTTP/REST API at %s:%d ...", self.host, self.rest_port)
         return self
 
     def wait(self):
-        self._grpc.wait_for_termination()
+        self._on_loop(self._grpc.wait_for_termination())
 
     def stop(self, grace=2.0):
         log.info("Stopping the server on port %d", self.port)
         self.manager.stop()
         self.health.enter_graceful_shutdown()
-        if self._rest is not None:
-            self._rest.stop()
-        self._grpc.stop(grace).wait()
-        if self._alone is not None:
-            self._alone.shutdown(wait=False)
+        if self._loop.is_running():
+            try:
+                if self._rest is not None:
+                    self._on_loop(self._rest.close(), timeout=self._rest.timeout + 5)
+                self._on_loop(self._grpc.stop(grace), timeout=grace + 10)
+            except (concurrent.futures.TimeoutError, RuntimeError) as error:
+                log.warning("shutdown did not finish cleanly: %r", error)
+            self._close_loop()
         self.core.close()
-
-
-def grpc_server_kind(grpc_native="auto", grpc_asyncio=None, batching=False):
-    """Which gRPC server runs: "native", "asyncio" or "synchronous" (grpc's thread-pool server).
-
-    The fastest one measured for the setting (docs/serving.md): the native
-    front end where its package is installed, with batching too (a Predict
-    waits for its batch without holding a thread); where not, the
-    synchronous server, or with batching the asyncio server, where a Predict
-    waits on the event loop.
-
-    Args:
-        grpc_native: True, False, or "auto" (native where installed, unless
-            `grpc_asyncio` is True).
-        grpc_asyncio: True, False, or None (asyncio when batching and not
-            native).
-        batching: whether batching is on.
-
-    Raises:
-        ValueError: native and asyncio both asked for, or native asked for
-            where its package is not installed (or is older than this
-            package), with what to do.
-    """
-    if grpc_native not in (True, False, "auto"):
-        raise ValueError(f"grpc_native is true, false or auto; got {grpc_native!r}")
-    if grpc_native is True and grpc_asyncio:
-        raise ValueError("gRPC is either native or on asyncio: give --grpc_native or --grpc_asyncio, not both")
-    on_asyncio = batching if grpc_asyncio is None else bool(grpc_asyncio)
-    if grpc_native is True:
-        reason = native_grpc_unavailable()
-        if reason is not None:
-            raise ValueError(f"--grpc_native=true: {reason}")
-        return "native"
-    if grpc_native == "auto" and not grpc_asyncio:
-        reason = native_grpc_unavailable()
-        if reason is None:
-            return "native"
-        if reason != NOT_INSTALLED:  # installed but stale: say so, rather than quietly serving slower
-            log.warning("gRPC runs on the Python server: %s", reason)
-    return "asyncio" if on_asyncio else "synchronous"
 
 
 def configure_tensorflow(intra_op=0, inter_op=0):
@@ -496,10 +392,8 @@ def main(argv=None):
         metrics_path = read_monitoring_config(args.monitoring_config_file) if args.monitoring_config_file else None
         rest_options = rest_options_from(args)
         configure_tensorflow(args.tensorflow_intra_op_parallelism, args.tensorflow_inter_op_parallelism)
-        resolve_event_loop(args.event_loop)
         if metrics_path and not args.rest_api_port:
             raise ValueError("--monitoring_config_file: metrics are served on the REST port; give --rest_api_port")
-        grpc_server_kind(args.grpc_native, args.grpc_asyncio, batching is not None)
     except (ValueError, OSError) as error:
         parser.error(str(error))
     if args.verbose:
@@ -507,10 +401,8 @@ def main(argv=None):
     server = ModelServer(
         configs, port=args.port, rest_api_port=args.rest_api_port, host=args.host,
         poll_seconds=args.file_system_poll_wait_seconds, batching=batching,
-        max_request_bytes=args.max_request_bytes, max_threads=args.grpc_max_threads,
-        rest_options=rest_options, metrics_path=metrics_path, reuse_functions=args.reuse_graph_functions,
-        grpc_asyncio=args.grpc_asyncio, event_loop=args.event_loop, grpc_native=args.grpc_native,
-        grpc_predict_in_graph=args.grpc_predict_in_graph,
+        max_request_bytes=args.max_request_bytes, max_rows=args.max_rows_per_call,
+        num_threads=args.rest_api_num_threads, rest_options=rest_options, metrics_path=metrics_path,
     )
     freeze_startup_heap()
     server.start()

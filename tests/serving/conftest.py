@@ -39,7 +39,7 @@ class FakeServable:
     def check_inputs(self, key, inputs, exact_dtypes=True):
         return {alias: np.asarray(value, "float32") for alias, value in inputs.items()}
 
-    def call(self, key, checked, output_filter=()):
+    def call(self, key, checked, output_filter=(), deadline=None):
         with self.lock:
             self.rows.append(len(checked["x"]))
         if (checked["x"] < 0).any():
@@ -120,11 +120,10 @@ def configs_for(base, names=("babi", "lm")):
 
 @pytest.fixture(scope="module")
 def server(exports):
-    """The server on grpc's Python gRPC server, named: the default is the native front end where it is built,
-    and the Python server is the one a wheel alone gets (`test_grpc_native` runs the native one)."""
+    """The server (gRPC and no REST) on the test exports."""
     from keras_relmem.serving.server import ModelServer
 
     running = ModelServer(configs_for(exports.base), port=0, rest_api_port=-1, poll_seconds=0,
-                          max_request_bytes=1 << 20, grpc_native=False).start()
+                          max_request_bytes=1 << 20).start()
     yield running
     running.stop()

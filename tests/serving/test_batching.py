@@ -1,5 +1,6 @@
 """Server-side batching merges concurrent requests and gives each its own rows back."""
 
+import asyncio
 import concurrent.futures
 import threading
 
@@ -7,7 +8,7 @@ import grpc
 import numpy as np
 import pytest
 
-from keras_relmem.serving.batching import Batcher, ExecutorLoop, parse_batching_parameters
+from keras_relmem.serving.batching import Batcher, parse_batching_parameters
 from keras_relmem.serving.client import ServingClient
 from keras_relmem.serving.errors import ServingError
 from keras_relmem.serving.server import ModelServer
@@ -143,21 +144,6 @@ def test_closing_a_batcher_of_several_threads_still_answers_what_it_holds():
         Batcher(model, num_threads=0)
 
 
-def test_an_executor_loop_settles_a_batch_in_one_task_on_its_executor():
-    model = CountingModel()
-    batcher = Batcher(model, max_batch_size=4, timeout=0.2)
-    where = []
-    with concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="answers") as pool:
-        loop = ExecutorLoop(pool)
-        futures = [batcher.submit_future({"x": np.array([[i, 1.0]])}, loop=loop) for i in range(3)]
-        for future in futures:
-            future.add_done_callback(lambda _: where.append(threading.current_thread().name))
-        got = [future.result(timeout=10)["y"] for future in futures]
-    batcher.close()
-    assert model.calls == [3]
-    np.testing.assert_array_equal(np.concatenate(got), [[0, 2], [2, 2], [4, 2]])
-    # The callbacks (a request's answer made and sent) ran on the executor, in one task: not on the batch's thread.
-    assert len(where) == 3 and len(set(where)) == 1 and where[0].startswith("answers"), where
 
 
 def test_batching_parameters_file_format():
@@ -205,7 +191,8 @@ def test_unloading_a_version_stops_its_batcher_and_late_requests_run_unbatched(t
     manager = ModelManager(configs, poll_seconds=-1, servable_factory=FakeServable)
     core = ServingCore(manager, batching={"max_batch_size": 4, "batch_timeout_micros": 0})
     manager.poll()
-    old, _, outputs = core.predict("m", None, None, None, {"x": np.zeros((1, 2))})
+    old = manager.get("m")
+    outputs = asyncio.run(core.predict(old, "serving_default", {"x": np.zeros((1, 2))}))
     np.testing.assert_array_equal(outputs["y"], [[1, 1]])
     old_batcher = core._batchers[(id(old), "serving_default")][1]
 
@@ -217,10 +204,11 @@ def test_unloading_a_version_stops_its_batcher_and_late_requests_run_unbatched(t
     assert old_batcher._closed and not any(thread.is_alive() for thread in old_batcher._threads)
 
     # A request that resolved version 1 just before the swap still gets an answer from it.
-    _, _, outputs = core.predict_on(old, None, {"x": np.zeros((1, 2))})
+    outputs = asyncio.run(core.predict(old, "serving_default", {"x": np.zeros((1, 2))}))
     np.testing.assert_array_equal(outputs["y"], [[1, 1]])
     assert core._batchers == {}  # and no new batcher for the unloaded version
-    new, _, outputs = core.predict("m", None, None, None, {"x": np.zeros((1, 2))})
+    new = manager.get("m")
+    outputs = asyncio.run(core.predict(new, "serving_default", {"x": np.zeros((1, 2))}))
     np.testing.assert_array_equal(outputs["y"], [[2, 2]])
     assert [s.version for s, _ in core._batchers.values()] == [2]
     core.close()

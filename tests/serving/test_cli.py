@@ -137,13 +137,6 @@ def test_flags_that_cannot_work_together(tmp_path):
         "max_batch_size": 8, "batch_timeout_micros": 100}
 
 
-@pytest.mark.parametrize("flag", ["reuse_graph_functions", "grpc_predict_in_graph"])
-def test_switches_that_default_to_on_take_true_or_false(flag):
-    parser = server_module.build_parser()
-    assert getattr(parser.parse_args([]), flag) is True
-    assert getattr(parser.parse_args([f"--{flag}=false"]), flag) is False
-    with pytest.raises(SystemExit):
-        parser.parse_args([f"--{flag}=maybe"])
 
 
 def test_tensorflow_thread_flags_and_the_frozen_start_up_heap():
@@ -241,40 +234,4 @@ def test_a_signal_received_by_another_thread_still_stops_the_server():
     assert float(match.group(1)) < 5.0
 
 
-def test_grpc_native_auto_is_the_native_front_end_where_installed_unless_asyncio_is_asked_for(monkeypatch, caplog):
-    from keras_relmem.serving.grpc_native import NOT_INSTALLED, OUTDATED
 
-    kind = server_module.grpc_server_kind
-    monkeypatch.setattr(server_module, "native_grpc_unavailable", lambda: None)
-    assert kind() == "native"
-    assert kind("auto", None, True) == "native"  # batching: a Predict waits for its batch without a thread
-    assert kind("auto", True, False) == "asyncio" and kind("auto", True, True) == "asyncio"
-    assert kind("auto", False, True) == "native"
-    assert kind(False) == "synchronous" and kind(False, None, True) == "asyncio"
-    assert kind(False, False, True) == "synchronous"
-    assert kind(True, None, True) == "native"
-    monkeypatch.setattr(server_module, "native_grpc_unavailable", lambda: NOT_INSTALLED)
-    with caplog.at_level(logging.WARNING, logger="keras_relmem.serving"):
-        assert kind() == "synchronous"  # a wheel alone: grpc's Python server, quietly
-        assert kind("auto", None, True) == "asyncio"  # and with batching its asyncio server, as before
-    assert not caplog.records
-    with pytest.raises(ValueError, match="keras-relmem-native"):
-        kind(True)
-    monkeypatch.setattr(server_module, "native_grpc_unavailable", lambda: OUTDATED)
-    with caplog.at_level(logging.WARNING, logger="keras_relmem.serving"):
-        assert kind() == "synchronous"
-    assert "rebuild" in caplog.text  # built from older sources: said, not silently slower
-    with pytest.raises(ValueError, match="native or on asyncio"):
-        kind(True, True)
-    with pytest.raises(ValueError, match="true, false or auto"):
-        kind("yes")
-
-
-def test_the_grpc_native_flag_takes_auto_true_or_false():
-    parser = server_module.build_parser()
-    assert parser.parse_args([]).grpc_native == "auto"
-    assert parser.parse_args(["--grpc_native=AUTO"]).grpc_native == "auto"
-    assert parser.parse_args(["--grpc_native=true"]).grpc_native is True
-    assert parser.parse_args(["--grpc_native=false"]).grpc_native is False
-    with pytest.raises(SystemExit):
-        parser.parse_args(["--grpc_native=maybe"])

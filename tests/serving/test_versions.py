@@ -145,11 +145,10 @@ def test_corrupt_version_is_reported_and_the_old_one_keeps_serving(exports, tmp_
 
 
 # On grpc's Python server, and on the default one (the native front end where it is built).
-@pytest.mark.parametrize("grpc_native", [False, "auto"], ids=["python_grpc", "default_grpc"])
-def test_empty_base_path_is_not_serving_then_serves_when_a_version_arrives(exports, tmp_path, grpc_native):
+def test_empty_base_path_is_not_serving_then_serves_when_a_version_arrives(exports, tmp_path):
     base = tmp_path / "models"
     (base / "babi").mkdir(parents=True)
-    server = ModelServer(configs_for(base, ["babi"]), port=0, poll_seconds=0.2, grpc_native=grpc_native).start()
+    server = ModelServer(configs_for(base, ["babi"]), port=0, poll_seconds=0.2).start()
     client = ServingClient(f"127.0.0.1:{server.port}")
     serving, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
     try:
@@ -177,63 +176,6 @@ def test_empty_base_path_is_not_serving_then_serves_when_a_version_arrives(expor
         server.stop()
 
 
-def test_loading_yields_the_gil_sooner_and_restores_the_switch_interval(tmp_path):
-    """While a version loads, Python hands the GIL over within 1 ms; afterwards, loaded or not, as before."""
-    import sys
-
-    from keras_relmem.serving.manager import ModelManager
-
-    for version in (1, 2):
-        (tmp_path / "m" / str(version)).mkdir(parents=True)
-    seen = {}
-
-    class Fake:
-        def __init__(self, name, version, path):
-            seen[version] = sys.getswitchinterval()
-            if version == 2:
-                raise OSError("corrupt")
-            self.name, self.version = name, version
-
-    before = sys.getswitchinterval()
-    manager = ModelManager(configs_for(tmp_path, ["m"]), poll_seconds=0, servable_factory=Fake).start()
-    assert seen == {1: min(before, 0.001), 2: min(before, 0.001)}
-    assert manager.get("m").version == 1  # version 2 failed, 1 serves
-    assert sys.getswitchinterval() == before
 
 
-def test_overlapping_loads_restore_the_switch_interval_they_found():
-    import sys
 
-    from keras_relmem.serving.manager import _QuickGilHandover
-
-    before, handover = sys.getswitchinterval(), _QuickGilHandover()
-    handover.enter()
-    handover.enter()  # a second manager's load begins before the first ends
-    handover.exit()
-    assert sys.getswitchinterval() == min(before, 0.001)
-    handover.exit()
-    assert sys.getswitchinterval() == before
-
-
-def test_a_first_version_loads_on_the_calling_thread_and_a_swap_on_a_thread_of_its_own(tmp_path):
-    """A lower priority is inherited by every thread the loading thread starts (TensorFlow's thread pools
-    start during the first load), so only loads beside a serving version run on the low-priority thread."""
-    import threading
-
-    from keras_relmem.serving.manager import ModelManager
-    from tests.serving.conftest import FakeServable
-
-    threads = {}
-
-    class Recording(FakeServable):
-        def __init__(self, name, version, path):
-            super().__init__(name, version, path)
-            threads[version] = threading.current_thread().name
-
-    (tmp_path / "m" / "1").mkdir(parents=True)
-    manager = ModelManager(configs_for(tmp_path, ["m"]), poll_seconds=-1, servable_factory=Recording)
-    manager.poll()
-    (tmp_path / "m" / "2").mkdir()
-    manager.poll()
-    assert threads == {1: threading.current_thread().name, 2: "model-loader"}
-    assert manager.get("m").version == 2
