@@ -327,6 +327,9 @@ def render(entry):
 
 
 ARCHIVE_DIR = PAGE.parent / "archive"
+# Archive pages written once and kept as they are: their studies' results files left the tree (each page names
+# the commit that holds them), so they are not generated.
+STATIC_ARCHIVE = [("Serving", "serving.md")]
 
 
 def _slug(title):
@@ -418,7 +421,8 @@ def page():
              "edit those (by running the benches) or `bench/catalogue.toml`, not this page. Runs on a 2-core CPU "
              "machine; minutes are training wall-clock. Every experiment behind these tables, dated and marked, "
              "is in the archive: " + ", ".join(
-                 f"[{s.title}]({archive_path(s).relative_to(PAGE.parent).as_posix()})" for s in CATALOGUE) + ".",
+                 [f"[{s.title}]({archive_path(s).relative_to(PAGE.parent).as_posix()})" for s in CATALOGUE]
+                 + [f"[{title}](archive/{path})" for title, path in STATIC_ARCHIVE]) + ".",
              "", "## The papers' claims", ""]
     lines += _relink(claims_table(), here).splitlines()[1:-1]
     for section in CATALOGUE:

@@ -30,9 +30,8 @@ latencies, tracebacks on the server's stderr, and writes all of it as JSON.
     KERAS_RELMEM_DATA=../shared/data python -m bench.serving_soak --requests 10000 \\
         --out bench/results/serving_soak.json
 
-`--server-flag=--reuse_graph_functions=false` (repeatable) passes a flag to the
-server: this one loads every new version in full, as before
-`keras_relmem.serving.reuse`, for a run beside the default.
+`--server-flag=--max_rows_per_call=1024` (repeatable) passes a flag to the
+server, for a run beside the default.
 """
 
 import argparse
@@ -51,7 +50,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from bench.serving import export_babi_entnet, free_port, start_server  # noqa: E402
+from bench.serving_latency import export_babi_entnet, free_port, start_server  # noqa: E402
 from keras_relmem.testing import soak  # noqa: E402
 
 TIMEOUT_MS = 5000
@@ -80,7 +79,7 @@ def export_retrained(base, seed):
     temporary folder.
     """
     code = ("import keras, sys; keras.utils.set_random_seed(int(sys.argv[2])); "
-            "from bench.serving import export_babi_entnet; export_babi_entnet(sys.argv[1])")
+            "from bench.serving_latency import export_babi_entnet; export_babi_entnet(sys.argv[1])")
     subprocess.run([sys.executable, "-c", code, str(base), str(seed)], check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, cwd=pathlib.Path(__file__).resolve().parents[1])
     return pathlib.Path(base) / "babi" / "1"
@@ -134,7 +133,7 @@ def main(argv=None):
     parser.add_argument("--swap-versions", choices=("copy", "retrained"), default="copy",
                         help="new versions are copies of version 1, or the same code's exports with other weights")
     parser.add_argument("--server-flag", action="append", default=[], dest="server_flags",
-                        help="a flag for the server, e.g. --server-flag=--reuse_graph_functions=false")
+                        help="a flag for the server, e.g. --server-flag=--enable_batching")
     parser.add_argument("--server-script", default=None,
                         help="the server script to soak (default this checkout's serving/server.py), e.g. an older "
                              "checkout's, which then runs with that checkout's package")
@@ -306,7 +305,6 @@ def main(argv=None):
             result["sigterm_exit_code"] = "killed after 60 s"
         text = stderr_path.read_text()
         result["stderr_tracebacks"] = text.count("Traceback")
-        result["loads_reusing_graph_functions"] = reused_loads(text)
         result["stderr_lines"] = len(text.splitlines())
         if "load" in result:
             spans = load_spans(text, "babi", began_wall)
@@ -366,11 +364,6 @@ def load_spans(log_text, model, began_wall):
         elif version in starts:
             spans[version] = (starts[version], stamp - began_wall)
     return spans
-
-
-def reused_loads(log_text):
-    """How many versions the server's log says it built on a served version's graph functions."""
-    return log_text.count("runs on the graph functions of version")
 
 
 def in_flight_during(latencies, start, end):

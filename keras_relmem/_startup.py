@@ -4,8 +4,8 @@ TensorFlow 2.21 writes a few lines to the process's stderr before its logging
 is set up ("All log messages before absl::InitializeLog()", the oneDNN note,
 "Could not find cuda drivers", at the first device query "failed call to
 cuInit", and at the first graph with a boolean op oneDNN would take, an `E0000` line saying that
-"oneDNN supports DT_BOOL only on platforms with AVX-512"), whatever `TF_CPP_MIN_LOG_LEVEL` says. On a CPU machine they read as
-errors. `quiet_tensorflow` drops exactly those lines and passes every other one
+"oneDNN supports DT_BOOL only on platforms with AVX-512"), whatever `TF_CPP_MIN_LOG_LEVEL` says.
+On a CPU machine they read as errors. `quiet_tensorflow` drops exactly those lines and passes every other one
 on; `TF_CPP_MIN_LOG_LEVEL=0` shows them all. This module imports nothing but
 the standard library, so that `keras_relmem/__init__.py` can use it before
 TensorFlow is imported.

@@ -70,9 +70,10 @@ def test_the_gate_picture_labels_its_colour_bar_and_shows_the_answer(tmp_path, m
     gates = np.random.default_rng(0).uniform(size=(3, 2))
     viz.entnet_gates(gates, ["a b", "c d", "e f"], [["x", "z"], ["x", "z"]], tmp_path / "g.png", "Where is Mary?",
                      "kitchen", read_weights=[0.3, 0.7])
-    (ax, strip, bar), = [figures[0].axes]
+    (ax, _, bar), = [figures[0].axes]
     assert bar.get_ylabel() == viz.GATE_LABEL
     assert ax.get_title() == "Where is Mary?  answer: kitchen (read from block 2, weight 0.70)"
+    plt.close(figures[0])
 
 
 def test_the_gate_picture_numbers_its_blocks_with_a_legend_and_marks_the_block_read(tmp_path, monkeypatch):

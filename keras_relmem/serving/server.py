@@ -329,7 +329,7 @@ def default_inter_op_threads():
     run between the model's calls: on two cores, a second inter-op thread
     mostly took the core those needed. With one, sequential batch-1 requests
     were about 0.06-0.09 ms faster (of about 2 ms) and 32 unbatched clients
-    got more requests/s at about half the p99 (`bench.serving_threads`).
+    got more requests/s at about half the p99 (measured in 1.0; see the serving archive page).
     """
     try:
         cores = len(os.sched_getaffinity(0))  # the cores this process may use (a container's share)

@@ -1,6 +1,5 @@
 """serving/server.py as users start it: tensorflow_model_server's flags, a config file, clean shutdown."""
 
-import logging
 import re
 import shutil
 import signal
@@ -10,7 +9,7 @@ import time
 
 import pytest
 
-from bench.serving import start_server
+from bench.serving_latency import start_server
 from keras_relmem.serving import server as server_module
 from keras_relmem.serving.client import ServingClient
 from tests.serving.conftest import model_config_text

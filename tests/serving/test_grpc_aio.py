@@ -12,6 +12,7 @@ from keras_relmem.serving.client import ServingClient
 from keras_relmem.serving.server import ModelServer
 from tests.serving.conftest import batch_rows, configs_for
 
+
 @pytest.fixture(scope="module")
 def batched(exports):
     server = ModelServer(configs_for(exports.base), port=0, poll_seconds=0,
