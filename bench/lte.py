@@ -100,16 +100,25 @@ def run(args):
     name = f"{args.task}/{label}/seed{args.seed}"
     workdir = pathlib.Path(args.workdir) / name
     setting = (args.task, args.length, args.nesting)
-    test = lte.test_set(*setting, args.test_examples)
+    test = lte.test_set(*setting, args.test_examples, style=args.data)
     curve = saved_curve(workdir)
-    level = lte.CurriculumLevel(args.length, args.nesting, args.curriculum, task=args.task,
+    every = args.advance_every or None
+    level = lte.CurriculumLevel(args.length, args.nesting, args.curriculum, task=args.task, every=every,
                                 level=curve[-1]["level"] if curve and "level" in curve[-1] else None)
+    examples_per_round = args.steps_per_round * args.batch_size
 
     def train_round(model, index):
-        data = lte.examples(args.steps_per_round * args.batch_size, *setting, seed=[args.seed, index], level=level)
+        if every:  # the shared schedule: the level is set by the examples trained, the same for every model
+            level.at_examples(index * examples_per_round)
+        trained_at = list(level.level)
+        data = lte.examples(examples_per_round, *setting, seed=[args.seed, index], level=level, style=args.data)
         history = model.fit(data["program"], data["answer"], batch_size=args.batch_size, epochs=1,
                             shuffle=False, verbose=0)
-        at_level = lte_task.advance_if_mastered(model, level, args.task, args.advance_at, seed=[args.seed, index, 7])
+        if every:
+            return {"train_accuracy": round(100 * history.history["character_accuracy"][-1], 2),
+                    "level": trained_at}
+        at_level = lte_task.advance_if_mastered(model, level, args.task, args.advance_at, seed=[args.seed, index, 7],
+                                                style=args.data)
         return {"train_accuracy": round(100 * history.history["character_accuracy"][-1], 2),
                 "level": list(level.level),
                 # the probe of the level the round trained at, which moves the curriculum on at --advance-at
@@ -118,8 +127,6 @@ def run(args):
     def evaluate(model):
         accuracy, solved = lte_task.accuracy_at(model, test)
         return {"accuracy": round(100 * accuracy, 2), "solved": round(100 * solved, 2)}
-
-    examples_per_round = args.steps_per_round * args.batch_size
 
     def summary(curve):
         return {
@@ -163,7 +170,7 @@ def run(args):
 
 def _at(run, key, limit, metric="accuracy"):
     """`run`'s `metric` at the end of the first round whose `key` (examples or minutes) reaches `limit`."""
-    return next((row[metric] for row in run["curve"] if row[key] >= limit), None)
+    return next((row.get(metric) for row in run["curve"] if row[key] >= limit), None)
 
 
 def _label(run):
@@ -192,6 +199,8 @@ def summarize(results):
             every, runs = runs, [r for r in runs if r.get("complete")] or runs
             models[model] = {
                 "accuracy": statistics.median(r["accuracy"] for r in runs),
+                # the paper's measure: each run's best test accuracy
+                "best_accuracy": statistics.median(r.get("best_accuracy", r["accuracy"]) for r in runs),
                 "solved": statistics.median(r["solved"] for r in runs),
                 "examples": statistics.median(r["examples"] for r in runs),
                 "minutes": round(statistics.median(r["minutes"] for r in runs), 1),
@@ -213,6 +222,9 @@ def summarize(results):
                 for setting in sorted(settings)}
     results["tasks"] = {task: tasks[task] for task in lte.TASKS if task in tasks}
     results["comparisons"] = {task: comparisons[task] for task in lte.TASKS if task in comparisons}
+    # one schedule for every model (the level set by examples trained), or each model's own probe
+    shared = {bool(args.get("advance_every")) for key, args in results.get("args", {}).items()}
+    results["curriculum"] = "shared" if shared == {True} else "per-model" if shared == {False} else "mixed"
 
 
 def _compare(every_run, task, rows, rmc, lstm):
@@ -226,6 +238,13 @@ def _compare(every_run, task, rows, rmc, lstm):
         compared[f"equal_{key}"] = {key: limit, **{
             model: statistics.median(_at(r, key, limit) for r in runs if _label(r) == label)
             for model, label in (("rmc", rmc), ("lstm", lstm))}}
+        # the curriculum level each model trained at there: one level under a shared schedule
+        levels = {model: sorted({tuple(_at(r, key, limit, metric="level") or ()) for r in runs if _label(r) == label})
+                  for model, label in (("rmc", rmc), ("lstm", lstm))}
+        if key == "examples" and any(levels.values()) and () not in set().union(*levels.values()):
+            same = levels["rmc"] == levels["lstm"] and len(levels["rmc"]) == 1
+            compared["equal_examples"]["level"] = (list(levels["rmc"][0]) if same
+                                                   else {m: [list(v) for v in lv] for m, lv in levels.items()})
     return compared
 
 
@@ -233,8 +252,12 @@ def markdown(results):
     """Per task and model: median test accuracy over seeds, each seed's, solved, examples and minutes, and
     the paper's; then the RMC against the LSTM at equal examples and at equal minutes, for the default rows
     and for each setting both were run at (`program (lr3e-3)`)."""
-    lines = ["| task | model | per-character accuracy %, median | seeds | solved % | examples | training minutes "
-             "| paper % |", "|" + "---|" * 8]
+    # runs under one shared schedule show the paper's measure (the best test accuracy) beside the last
+    shared = results.get("curriculum") == "shared"
+    accuracy = "median: best (the paper's measure) / last" if shared else "median"
+    lines = (["Curriculum: shared (levels set by training examples, the same for every model).", ""] if shared
+             else []) + [f"| task | model | per-character accuracy %, {accuracy} | seeds | solved % | examples "
+                         "| training minutes | paper % |", "|" + "---|" * 8]
     for task, rows in results.get("tasks", {}).items():
         # the models' own rows first (RMC, LSTM, EntNet), then the variants by label
         for label in sorted(rows, key=lambda label: (MODELS.index(label) if label in MODELS else len(MODELS), label)):
@@ -244,17 +267,22 @@ def markdown(results):
                               + [f"{seed}: {value:.1f} (unfinished)"
                                  for seed, value in row.get("unfinished_seeds", {}).items()])
             paper = f"{PAPER[label][task]:.1f}" if label in MODELS else ""
-            lines.append(f"| {task} | {label.upper()}{state} | {row['accuracy']:.1f} | {seeds} | {row['solved']:.1f} "
+            shown = f"{row['best_accuracy']:.1f} / {row['accuracy']:.1f}" if shared else f"{row['accuracy']:.1f}"
+            lines.append(f"| {task} | {label.upper()}{state} | {shown} | {seeds} | {row['solved']:.1f} "
                          f"| {int(row['examples']):,d} | {row['minutes']:.1f} | {paper} |")
     if results.get("comparisons"):
-        lines += ["", "| task | equal examples: examples, RMC %, LSTM % | equal minutes: minutes, RMC %, LSTM % |",
-                  "|---|---|---|"]
+        level_column = "level, " if shared else ""
+        lines += ["", f"| task | equal examples: examples, {level_column}RMC %, LSTM % "
+                  "| equal minutes: minutes, RMC %, LSTM % |", "|---|---|---|"]
         for task, c in results["comparisons"].items():
             named = ([(task, c)] if "equal_examples" in c else []) + [
                 (f"{task} ({setting})", compared) for setting, compared in c.get("settings", {}).items()]
             for name, compared in named:
                 e, m = compared["equal_examples"], compared["equal_minutes"]
-                lines.append(f"| {name} | {int(e['examples']):,d}, {e['rmc']:.1f}, {e['lstm']:.1f} "
+                level = e.get("level")
+                level = "" if level is None or not shared else (
+                    f"({level[0]}, {level[1]}), " if isinstance(level, list) else f"{level}, ")
+                lines.append(f"| {name} | {int(e['examples']):,d}, {level}{e['rmc']:.1f}, {e['lstm']:.1f} "
                              f"| {m['minutes']:.1f}, {m['rmc']:.1f}, {m['lstm']:.1f} |")
     return "\n".join(lines)
 

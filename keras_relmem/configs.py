@@ -43,6 +43,7 @@ from keras_relmem.data.babi import DATASETS as BABI_DATASETS
 from keras_relmem.data.babi import TASK_NAMES as BABI_TASKS
 from keras_relmem.data.lm import CORPORA
 from keras_relmem.data.lte import CURRICULA as LTE_CURRICULA
+from keras_relmem.data.lte import STYLES as LTE_STYLES
 from keras_relmem.data.lte import TASKS as LTE_TASKS
 from keras_relmem.data.renaming import INTERCHANGEABLE_WORDS
 
@@ -560,8 +561,13 @@ class LTEConfig(Config):
     model: Literal["rmc", "lstm", "entnet"] = setting("rmc", "the core")
     length: int = setting(5, "literal length (the paper's: 5)", AT_LEAST_ONE)
     nesting: int = setting(2, "nesting (the paper's: 2)", AT_LEAST_ONE)
+    data: Literal[LTE_STYLES] = setting("paper", "the programs: paper (exactly-length-digit literals, values "
+                                                 "modulo 10**(length+1), no end mark; Sonnet's) or v1 (1.0's)")
     curriculum: Literal[LTE_CURRICULA] = setting("combine", "the curriculum (Zaremba & Sutskever's)")
     advance_at: float = setting(0.9, "per-character accuracy at the curriculum's level that moves it on", UNIT)
+    advance_every: int = setting(0, "move the curriculum on after every this many training examples, whatever "
+                                    "the model (one schedule for every model); 0: when a probe passes "
+                                    "--advance-at", NON_NEGATIVE)
     epochs: int = setting(20, "training epochs", AT_LEAST_ONE, resume=True)
     steps_per_epoch: int = setting(200, "batches per epoch (examples are drawn afresh)", AT_LEAST_ONE)
     batch_size: int = setting(64, "batch size", AT_LEAST_ONE)

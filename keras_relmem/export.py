@@ -499,13 +499,13 @@ def export_lm(model, vocab, base_dir, name="lm", version=None, top_k=5):
         return _write_atomically(archive, path, _lm_warmup(vocab, name))
 
 
-def _lte_warmup(task, length, nesting, name):
+def _lte_warmup(task, length, nesting, name, style):
     """A one- and a two-row request per signature, from the task's own generator."""
     import numpy as np
 
     from keras_relmem.data import lte
 
-    data = lte.examples(2, task, length, nesting, seed=0)
+    data = lte.examples(2, task, length, nesting, seed=0, style=style)
     logs = []
     for rows in (slice(0, 1), slice(0, 2)):
         logs.append(_predict_log(name, "serving_default", {"program": data["program"][rows]}))
@@ -513,7 +513,7 @@ def _lte_warmup(task, length, nesting, name):
     return logs
 
 
-def export_lte(model, task, length, nesting, base_dir, name="lte", version=None):
+def export_lte(model, task, length, nesting, base_dir, name="lte", version=None, style="paper"):
     """Export a Learning to Execute model (`ReadThenWrite`) for TF Serving.
 
     Signatures:
@@ -531,12 +531,16 @@ def export_lte(model, task, length, nesting, base_dir, name="lte", version=None)
       the model knows, is refused (INVALID_ARGUMENT).
 
     The character table is a constant of the graph (its characters include
-    newline, which a one-token-per-line asset cannot hold).
+    newline, which a one-token-per-line asset cannot hold). A model trained
+    on the paper's data (`style="paper"`) learned no end mark: its answer is
+    every character it writes that is a digit or a minus sign, up to the first
+    that is not (the paper's answers are numbers).
 
     Args:
         model: a trained `ReadThenWrite`.
         task, length, nesting: the setting it was trained on (warm-up requests).
         base_dir, name, version: as for `export_babi`.
+        style: the data it was trained on (`keras_relmem.data.lte`'s `"paper"` or `"v1"`).
 
     Returns:
         The version directory written.
@@ -548,8 +552,8 @@ def export_lte(model, task, length, nesting, base_dir, name="lte", version=None)
     >>> from keras_relmem.data import lte
     >>> from keras_relmem.models import ReadThenWrite
     >>> model = ReadThenWrite(keras.layers.LSTM(8, return_sequences=True), len(lte.VOCABULARY),
-    ...                       lte.answer_length("copy", 3, 1), embedding_dim=4)
-    >>> export_lte(model, "copy", 3, 1, tempfile.mkdtemp(), name="lte_copy").name
+    ...                       lte.answer_length("copy", 3, 1, "v1"), embedding_dim=4)
+    >>> export_lte(model, "copy", 3, 1, tempfile.mkdtemp(), name="lte_copy", style="v1").name
     '1'
 
     ```
@@ -594,7 +598,12 @@ def export_lte(model, task, length, nesting, base_dir, name="lte", version=None)
                 "input program: none of its characters is in the vocabulary")]):
             outputs = write(ids.to_tensor(lte.PAD))
         written = outputs["answer_ids"]
-        before_end = tf.math.cumprod(tf.cast((written != lte.PAD) & (written != lte.EOS), tf.int32), axis=1)
+        if style == "v1":
+            answer_character = (written != lte.PAD) & (written != lte.EOS)
+        else:  # no end mark was learned: the number ends at the first character that is not one of its own
+            digits = [lte.VOCABULARY.encode(c)[0] for c in "-0123456789"]
+            answer_character = tf.reduce_any(tf.equal(written[..., None], digits), axis=-1)
+        before_end = tf.math.cumprod(tf.cast(answer_character, tf.int32), axis=1)
         answer = tf.where(before_end > 0, tf.gather(text_of, written), "")
         return {"answer": tf.strings.reduce_join(answer, axis=1),
                 "character_probabilities": outputs["character_probabilities"],
@@ -603,4 +612,4 @@ def export_lte(model, task, length, nesting, base_dir, name="lte", version=None)
     archive.add_endpoint("serving_default", write,
                          input_signature=[tf.TensorSpec((None, None), tf.int32, "program")])
     archive.add_endpoint("answer", answer, input_signature=[tf.TensorSpec((None,), tf.string, "program")])
-    return _write_atomically(archive, path, _lte_warmup(task, length, nesting, name))
+    return _write_atomically(archive, path, _lte_warmup(task, length, nesting, name, style))

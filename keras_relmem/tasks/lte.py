@@ -30,7 +30,7 @@ def build_model(args, jit_compile=False):
                  "entnet_blocks": args.entnet_blocks}
     model = ReadThenWrite(
         build_core(args.model, **core_args), len(lte.VOCABULARY),
-        lte.answer_length(args.task, args.length, args.nesting),
+        lte.answer_length(args.task, args.length, args.nesting, args.data),
         embedding_dim=args.embedding_dim, mlp_units=args.mlp_units, name=f"lte_{args.task}_{args.model}",
     )
     model.compile(keras.optimizers.Adam(args.learning_rate), loss=answer_loss(), metrics=answer_metrics(),
@@ -49,12 +49,12 @@ def accuracy_at(model, data, batch_size=250):
     return tuple(float(metric.result()) for metric in metrics)
 
 
-def advance_if_mastered(model, level, task, threshold, seed, probe_examples=256):
+def advance_if_mastered(model, level, task, threshold, seed, probe_examples=256, style="paper"):
     """Move `level` (a `lte.CurriculumLevel`) on when `model`'s per-character accuracy on fresh examples of
     the current level reaches `threshold`. Returns that accuracy (None for curricula without a level)."""
     if level.curriculum not in ("naive", "combine") or level.at_target:
         return None
-    probe = lte.examples(probe_examples, task, *level.target, seed=seed,
+    probe = lte.examples(probe_examples, task, *level.target, seed=seed, style=style,
                          level=lte.CurriculumLevel(*level.target, "naive", level=level.level, task=task))
     accuracy, _ = accuracy_at(model, probe)
     if accuracy >= threshold:
@@ -62,20 +62,24 @@ def advance_if_mastered(model, level, task, threshold, seed, probe_examples=256)
     return accuracy
 
 
-def curriculum_callback(level, task, threshold, seed):
-    """A Keras callback that calls `advance_if_mastered` after every epoch and logs the level it leaves."""
+def curriculum_callback(level, task, threshold, seed, style="paper", examples_per_epoch=None):
+    """A Keras callback that moves the curriculum on after every epoch (`advance_if_mastered`, or by the
+    examples trained when `level.every` is set) and logs the level it leaves."""
     import keras
 
     class AdvanceCurriculum(keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):
-            advance_if_mastered(self.model, level, task, threshold, seed=[seed, epoch, 7])
+            if level.every:
+                level.at_examples((epoch + 1) * examples_per_epoch)
+            else:
+                advance_if_mastered(self.model, level, task, threshold, seed=[seed, epoch, 7], style=style)
             if logs is not None:
                 logs["level_length"], logs["level_nesting"] = level.level
 
     return AdvanceCurriculum()
 
 
-def saved_level(workdir, task, length, nesting, curriculum):
+def saved_level(workdir, task, length, nesting, curriculum, every=None):
     """The curriculum level a resumed run left in its `metrics.json` (the start level for a new run)."""
     import json
 
@@ -84,7 +88,7 @@ def saved_level(workdir, task, length, nesting, curriculum):
     level = None
     if epochs and "level_length" in epochs[-1]:
         level = (int(epochs[-1]["level_length"]), int(epochs[-1]["level_nesting"]))
-    return lte.CurriculumLevel(length, nesting, curriculum, level=level, task=task), len(epochs)
+    return lte.CurriculumLevel(length, nesting, curriculum, level=level, task=task, every=every), len(epochs)
 
 
 def train(config, run):
@@ -97,20 +101,23 @@ def train(config, run):
     from keras_relmem import training
 
     keras.utils.set_random_seed(args.seed)
-    level, done = saved_level(run.workdir, args.task, args.length, args.nesting, args.curriculum) if run.resume else (
-        lte.CurriculumLevel(args.length, args.nesting, args.curriculum, task=args.task), 0)
+    every = args.advance_every or None
+    level, done = saved_level(run.workdir, args.task, args.length, args.nesting, args.curriculum, every) \
+        if run.resume else (lte.CurriculumLevel(args.length, args.nesting, args.curriculum, task=args.task,
+                                                every=every), 0)
     steps = run.max_steps or args.steps_per_epoch
     # One draw of examples per epoch, numbered on from the epochs already done, so a resumed run sees new data.
     train = lte.dataset(args.task, args.length, args.nesting, args.batch_size, seed=args.seed, level=level,
-                        batches_per_draw=steps, first_draw=done)
-    test = lte.test_set(args.task, args.length, args.nesting, args.test_examples, seed=args.seed)
+                        batches_per_draw=steps, first_draw=done, style=args.data)
+    test = lte.test_set(args.task, args.length, args.nesting, args.test_examples, seed=args.seed, style=args.data)
     test_ds = tf.data.Dataset.from_tensor_slices((test["program"], test["answer"])).batch(250)
     if run.max_eval_steps:
         test_ds = test_ds.take(run.max_eval_steps)
     model = build_model(args, jit_compile=run.jit_compile)
     record = training.run_fit(
         model, train, test_ds, run.workdir, args.epochs, resume=run.resume, logdir=run.logdir,
-        callbacks=[curriculum_callback(level, args.task, args.advance_at, args.seed)], verbose=run.verbosity(),
+        callbacks=[curriculum_callback(level, args.task, args.advance_at, args.seed, args.data,
+                                       steps * args.batch_size)], verbose=run.verbosity(),
         steps_per_epoch=steps,
     )
     epochs = record["epochs"]
@@ -124,6 +131,8 @@ def train(config, run):
     results = {
         "task": args.task, "model": args.model, "parameters": int(model.count_params()),
         "test_character_accuracy": epochs[-1]["val_character_accuracy"] if epochs else None,
+        # the paper's measure: the best test accuracy of the run
+        "best_test_character_accuracy": max((e["val_character_accuracy"] for e in epochs), default=None),
         "test_solved": epochs[-1]["val_solved"] if epochs else None,
         "args": {**config.to_dict(), "recipe": config.recipe},
     }
@@ -132,7 +141,7 @@ def train(config, run):
         from keras_relmem import export
 
         path = export.export_lte(model, args.task, args.length, args.nesting, run.export_base(),
-                                 name=f"lte_{args.task}")
+                                 name=f"lte_{args.task}", style=args.data)
         export.announce(path)
         results["export"] = str(path)
     return results
