@@ -89,11 +89,10 @@ class ServingCore:
         batcher = self._batcher(servable, key) if self.batching else None
         if batcher is not None:
             checked = servable.check_inputs(key, inputs, exact_dtypes)
-            future = batcher.submit_future(checked, asyncio.get_running_loop())
-            if future is not None:
-                # Shielded: a request that times out leaves its rows to the batch rather than cancelling them.
-                return select_outputs(await asyncio.shield(future), output_filter)
-            return await self.run(servable.call, key, checked, output_filter, deadline)
+            outputs = await batcher.submit(checked)
+            if outputs is not None:
+                return select_outputs(outputs, output_filter)
+            return await self.run(servable.call, key, checked, output_filter, deadline)  # it runs alone
 
         def check_and_call():
             return servable.call(key, servable.check_inputs(key, inputs, exact_dtypes), output_filter, deadline)
@@ -114,6 +113,7 @@ class ServingCore:
                     timeout=self.batching.get("batch_timeout_micros", 2000) / 1e6,
                     max_enqueued=self.batching.get("max_enqueued_batches", 100) * size,
                     num_threads=self.batching.get("num_batch_threads", 1),
+                    executor=self.executor,
                 )
             return self._batchers[batcher_key][1]
 

@@ -31,12 +31,26 @@ class CountingModel:
         return {"y": 2 * x, "total": x.sum(axis=1)}
 
 
+def submit_all(batcher, requests, delays=None):
+    """Each request submitted from its own task on one event loop (as the server's front ends do): results
+    and exceptions in order."""
+
+    async def one(x, delay):
+        await asyncio.sleep(delay)
+        return await batcher.submit({"x": x})
+
+    async def main():
+        return await asyncio.gather(*(one(x, d) for x, d in zip(requests, delays or [0] * len(requests))),
+                                    return_exceptions=True)
+
+    return asyncio.run(main())
+
+
 def test_concurrent_requests_share_batches_and_get_their_own_rows():
     model = CountingModel()
     batcher = Batcher(model, max_batch_size=8, timeout=0.2)
     requests = [np.full((1 + i % 2, 3), i, "float32") for i in range(12)]
-    with concurrent.futures.ThreadPoolExecutor(12) as pool:
-        results = list(pool.map(lambda x: batcher.submit({"x": x}), requests))
+    results = submit_all(batcher, requests)
     for x, result in zip(requests, results):
         np.testing.assert_array_equal(result["y"], 2 * x)
         np.testing.assert_array_equal(result["total"], x.sum(axis=1))
@@ -48,46 +62,40 @@ def test_a_bad_request_in_a_batch_fails_alone():
     model = CountingModel()
     batcher = Batcher(model, max_batch_size=8, timeout=0.2)
     requests = [np.ones((1, 2), "float32"), -np.ones((1, 2), "float32"), 3 * np.ones((1, 2), "float32")]
-    with concurrent.futures.ThreadPoolExecutor(3) as pool:
-        futures = [pool.submit(batcher.submit, {"x": x}) for x in requests]
-    np.testing.assert_array_equal(futures[0].result()["y"], [[2, 2]])
-    with pytest.raises(ServingError, match="negative"):
-        futures[1].result()
-    np.testing.assert_array_equal(futures[2].result()["y"], [[6, 6]])
+    results = submit_all(batcher, requests)
+    np.testing.assert_array_equal(results[0]["y"], [[2, 2]])
+    assert isinstance(results[1], ServingError) and "negative" in str(results[1])
+    np.testing.assert_array_equal(results[2]["y"], [[6, 6]])
     # The three were merged into one batch, which failed; then each ran alone.
     assert model.calls == [3, 1, 1, 1]
 
 
-def test_after_a_failed_batch_each_request_is_answered_as_soon_as_it_ran_alone():
-    answered_before_the_last_ran = []
-    futures = []
+def test_requests_that_cannot_be_batched_are_left_to_the_caller():
+    batcher = Batcher(CountingModel(), max_batch_size=2, timeout=0.1)
 
-    def run(inputs):
-        x = inputs["x"]
-        if (x < 0).any():
-            raise ValueError("negative input")
-        if len(x) == 1 and x[0, 0] == 3:  # the last request, run alone after the batch failed
-            answered_before_the_last_ran.append(futures[0].done())
-        return {"y": 2 * x}
+    async def main():
+        return [await batcher.submit(inputs) for inputs in (
+            {"x": np.ones((3, 3))},  # more rows than a batch
+            {"x": np.ones((1, 3)), "z": np.ones((2, 3))},  # ragged rows
+            {"x": np.float32(1)},  # a scalar
+        )]
 
-    batcher = Batcher(run, max_batch_size=3, timeout=5.0)
-    try:
-        futures.extend(batcher.submit_future({"x": np.full((1, 2), x, "float32")}) for x in (1, -1, 3))
-        np.testing.assert_array_equal(futures[2].result(timeout=10)["y"], [[6, 6]])
-    finally:
-        batcher.close()
-    assert answered_before_the_last_ran == [True]
-    np.testing.assert_array_equal(futures[0].result()["y"], [[2, 2]])
-    with pytest.raises(ValueError, match="negative"):
-        futures[1].result()
+    assert asyncio.run(main()) == [None, None, None]
+    batcher.close()
+    assert submit_all(batcher, [np.ones((1, 3))]) == [None]  # closed: the caller runs it
+
+
+def test_a_full_queue_is_resource_exhausted():
+    batcher = Batcher(CountingModel(), max_batch_size=8, timeout=0.2, max_enqueued=2)
+    results = submit_all(batcher, [np.ones((1, 2), "float32")] * 3)
+    assert isinstance(results[2], ServingError) and results[2].code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    np.testing.assert_array_equal(results[0]["y"], [[2, 2]])
 
 
 def test_different_shapes_are_never_merged():
     model = CountingModel()
     batcher = Batcher(model, max_batch_size=8, timeout=0.2)
-    requests = [np.ones((1, 2), "float32"), np.ones((1, 5), "float32")]
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(lambda x: batcher.submit({"x": x}), requests))
+    results = submit_all(batcher, [np.ones((1, 2), "float32"), np.ones((1, 5), "float32")])
     assert [r["y"].shape for r in results] == [(1, 2), (1, 5)]
     assert sorted(model.calls) == [1, 1]
 
@@ -111,39 +119,18 @@ class SlowModel(CountingModel):
 
 @pytest.mark.parametrize("num_threads", [1, 3])
 def test_num_batch_threads_is_how_many_batches_run_at_once(num_threads):
-    # TF Serving's num_batch_threads: with one thread batches run one after another (the next forms
-    # meanwhile); with three, up to three at once. Batches of 2 rows, 12 requests: 6 batches.
+    # TF Serving's num_batch_threads: with one, batches run one after another (the next forms meanwhile);
+    # with three, up to three at once. Batches of 2 rows, 12 requests: 6 batches.
     model = SlowModel(0.15)
-    batcher = Batcher(model, max_batch_size=2, timeout=0.05, num_threads=num_threads)
-    requests = [np.full((1, 3), i, "float32") for i in range(12)]
-    with concurrent.futures.ThreadPoolExecutor(12) as pool:
-        results = list(pool.map(lambda x: batcher.submit({"x": x}), requests))
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        batcher = Batcher(model, max_batch_size=2, timeout=0.05, num_threads=num_threads, executor=pool)
+        requests = [np.full((1, 3), i, "float32") for i in range(12)]
+        results = submit_all(batcher, requests)
     for x, result in zip(requests, results):
         np.testing.assert_array_equal(result["y"], 2 * x)
     assert model.most_at_once == num_threads
-    batcher.close()
-    for thread in batcher._threads:
-        thread.join(5)
-    assert not any(thread.is_alive() for thread in batcher._threads)
-
-
-def test_closing_a_batcher_of_several_threads_still_answers_what_it_holds():
-    model = SlowModel(0.05)
-    batcher = Batcher(model, max_batch_size=1, timeout=0.0, num_threads=2)
-    requests = [np.full((1, 2), i, "float32") for i in range(6)]
-    with concurrent.futures.ThreadPoolExecutor(6) as pool:
-        futures = [pool.submit(batcher.submit, {"x": x}) for x in requests]
-        threading.Event().wait(0.02)
-        batcher.close()
-    for x, future in zip(requests, futures):
-        np.testing.assert_array_equal(future.result(timeout=5)["y"], 2 * x)
-    for thread in batcher._threads:
-        thread.join(5)
-    assert not any(thread.is_alive() for thread in batcher._threads)
     with pytest.raises(ValueError, match="num_batch_threads must be >= 1"):
         Batcher(model, num_threads=0)
-
-
 
 
 def test_batching_parameters_file_format():
@@ -199,9 +186,7 @@ def test_unloading_a_version_stops_its_batcher_and_late_requests_run_unbatched(t
     (tmp_path / "m" / "2").mkdir()
     manager.poll()  # loads 2, unloads 1: its batcher must stop with it
     assert [s.version for s, _ in core._batchers.values()] == []
-    for thread in old_batcher._threads:
-        thread.join(5)
-    assert old_batcher._closed and not any(thread.is_alive() for thread in old_batcher._threads)
+    assert old_batcher.closed
 
     # A request that resolved version 1 just before the swap still gets an answer from it.
     outputs = asyncio.run(core.predict(old, "serving_default", {"x": np.zeros((1, 2))}))

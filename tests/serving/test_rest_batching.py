@@ -6,10 +6,8 @@ import http.client
 import json
 import threading
 
-import numpy as np
 import pytest
 
-from keras_relmem.serving.batching import Batcher
 from keras_relmem.serving.core import ServingCore
 from keras_relmem.serving.manager import ModelManager
 from keras_relmem.serving.rest_api import RestServer
@@ -82,51 +80,3 @@ def test_a_bad_request_in_a_batch_fails_alone_with_its_own_status(batched_rest):
     assert answers[2] == (200, {"predictions": [[4.0]]})
     # The server goes on answering.
     assert _post(server.server_address, [{"x": [5]}]) == (200, {"predictions": [[6.0]]})
-
-
-def test_submit_future_leaves_requests_that_cannot_join_a_batch_to_the_caller():
-    batcher = Batcher(lambda inputs: {"y": inputs["x"] * 2}, max_batch_size=2, timeout=0.0)
-    future = batcher.submit_future({"x": np.ones((2, 3))})
-    np.testing.assert_array_equal(future.result(timeout=5)["y"], 2 * np.ones((2, 3)))
-    assert batcher.submit_future({"x": np.ones((3, 3))}) is None  # more rows than a batch
-    assert batcher.submit_future({"x": np.ones((1, 3)), "z": np.ones((2, 3))}) is None  # ragged rows
-    assert batcher.submit_future({"x": np.float32(1)}) is None  # a scalar
-    batcher.close()
-    assert batcher.submit_future({"x": np.ones((1, 3))}) is None  # closed: the caller runs it
-
-
-def test_a_batch_hands_its_results_to_the_event_loop_in_one_wake_up():
-    def run(inputs):
-        if (inputs["x"] < 0).any():
-            raise ValueError("negative input")
-        return {"y": inputs["x"] * 2}
-
-    batcher = Batcher(run, max_batch_size=4, timeout=5.0)
-
-    async def main():
-        loop = asyncio.get_running_loop()
-        wake_ups = []
-        threadsafe = loop.call_soon_threadsafe
-
-        def counting(callback, *args):
-            wake_ups.append(callback)
-            return threadsafe(callback, *args)
-
-        loop.call_soon_threadsafe = counting
-        futures = [batcher.submit_future({"x": np.full((1, 2), float(i))}, loop) for i in range(4)]
-        assert all(isinstance(future, asyncio.Future) for future in futures)
-        results = await asyncio.gather(*futures)
-        # A bad request in a full batch: each runs alone, only the bad one fails, still one wake-up.
-        bad = [batcher.submit_future({"x": np.full((1, 2), float(x))}, loop) for x in (1, -1, 3, 4)]
-        outcomes = await asyncio.gather(*bad, return_exceptions=True)
-        return results, outcomes, len(wake_ups)
-
-    try:
-        results, outcomes, wake_ups = asyncio.run(main())
-    finally:
-        batcher.close()
-    for i, result in enumerate(results):
-        np.testing.assert_array_equal(result["y"], np.full((1, 2), 2.0 * i))  # each request its own rows
-    assert isinstance(outcomes[1], ValueError)
-    np.testing.assert_array_equal(outcomes[3]["y"], np.full((1, 2), 8.0))
-    assert wake_ups == 2  # one per batch, not one per request

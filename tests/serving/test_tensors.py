@@ -1,4 +1,4 @@
-"""The server's fast TensorProto conversions give what TensorFlow's own functions give."""
+"""The server's TensorProto conversions: what TensorFlow's own functions read and write."""
 
 import numpy as np
 import pytest
