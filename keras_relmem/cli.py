@@ -22,8 +22,22 @@ def _start_tensorflow():
 
         tf.config.list_physical_devices()  # where cuInit is called, and complains
         # oneDNN's "supports DT_<type> only on platforms with AVX-512" comes once per process, at the first graph
-        # op it would take but cannot (a 2x2 boolean transpose is one): drawn out here, inside the filter.
-        tf.function(lambda x: tf.transpose(x > 0))(tf.ones((2, 2)))
+        # op it would take but cannot (a 2x2 boolean transpose is one): drawn out here, inside the filter. Not
+        # for a multi-worker or TPU run, whose strategy must be set up before any op runs.
+        if not _distributed():
+            tf.function(lambda x: tf.transpose(x > 0))(tf.ones((2, 2)))
+
+
+def _distributed(argv=None):
+    """Whether this command will set up a multi-worker or TPU strategy (`--strategy`, TF_CONFIG, TPU_NAME)."""
+    import os
+    import sys
+
+    argv = sys.argv[1:] if argv is None else argv
+    strategies = [a.split("=", 1)[1] for a in argv if a.startswith("--strategy=")]
+    strategies += [b for a, b in zip(argv, argv[1:]) if a == "--strategy"]
+    return (any(s in ("multiworker", "tpu") for s in strategies)
+            or "TF_CONFIG" in os.environ or "TPU_NAME" in os.environ)
 
 
 # The modules that the extras bring, by the extra that brings them (pyproject.toml).

@@ -202,3 +202,16 @@ tf.function(lambda a: tf.transpose(a > 0))(tf.ones((3, 3)))
     assert result.returncode == 0, result.stderr
     assert "only on platforms with AVX-512" not in result.stderr.split("started", 1)[1]
     assert "E0000" not in result.stderr
+
+
+def test_a_distributed_command_runs_no_op_before_its_strategy(monkeypatch):
+    """MultiWorkerMirroredStrategy must be configured before any op runs: the start-up draw-out of oneDNN's
+    note is skipped for such runs."""
+    from keras_relmem import cli
+
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    monkeypatch.delenv("TPU_NAME", raising=False)
+    assert not cli._distributed(["--task", "1"]) and not cli._distributed(["--strategy", "mirrored"])
+    assert cli._distributed(["--strategy", "multiworker"]) and cli._distributed(["--strategy=tpu"])
+    monkeypatch.setenv("TF_CONFIG", "{}")
+    assert cli._distributed([])
