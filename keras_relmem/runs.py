@@ -81,6 +81,10 @@ class RunOptions:
     command: str | None = None
     on_round: object = None
 
+    def recorded(self, config):
+        """What a results file records of the run: the config's fields, its recipe, and the command (if any)."""
+        return {**config.to_dict(), "recipe": config.recipe, **({"command": self.command} if self.command else {})}
+
     @property
     def results_path(self):
         return pathlib.Path(self.results or pathlib.Path(self.workdir) / "results.json")
@@ -215,4 +219,7 @@ def train(config=None, workdir=None, **options):
         refuse_to_overwrite(run.results_path, pathlib.Path(workdir))
     if distribute.is_chief():
         write_config(workdir, config)
+    from keras_relmem.training import limit_threads
+
+    limit_threads(run.threads)
     return _trainers()[type(config)](config, run)

@@ -240,7 +240,7 @@ def train(config, run):
         "solved": sum(r["error"] < SOLVED_ERROR for r in results.values()),
         "train_seconds": timings,
         "exports": exports,
-        "args": {**config.to_dict(), "recipe": config.recipe, **({"command": run.command} if run.command else {})},
+        "args": run.recorded(config),
     }
     if distribute.is_chief():
         training.write_json(run.results_path, summary)

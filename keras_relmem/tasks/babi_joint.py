@@ -273,12 +273,10 @@ def train_model(config, run):
     Returns:
         `(results, model, data)`: the results dict also written to the results file.
     """
-    from keras_relmem.training import limit_threads, train_in_rounds, write_json
+    from keras_relmem.training import train_in_rounds, write_json
 
-    recorded = {**config.to_dict(), "recipe": config.recipe, **({"command": run.command} if run.command else {})}
+    recorded = run.recorded(config)
     args = resolve(config)
-    limit_threads(run.threads)
-    refuse_to_overwrite(run.results_path, pathlib.Path(run.workdir))
     data = load(args)
     print(f"bAbI tasks {', '.join(map(str, data.tasks))}: {len(data.examples['train'])} training questions, "
           f"stories up to {data.story_length} sentences; bucket bounds {data_bucket_bounds(data)}", flush=True)

@@ -78,7 +78,7 @@ def train(config, run):
         ],
         "test_perplexity": math.exp(min(test_loss, 50.0)),
         "train_seconds": seconds,
-        "args": {**config.to_dict(), "recipe": config.recipe},
+        "args": run.recorded(config),
     }
     for entry in results["epochs"]:
         print(f"epoch {entry['epoch'] + 1}: validation perplexity {entry['val_perplexity']:.2f}")
@@ -125,9 +125,8 @@ def train_rounds(config, run):
 
     from keras_relmem.models import language_model
     from keras_relmem.tasks.rounds import recorder
-    from keras_relmem.training import BEST_WEIGHTS, kept_best, limit_threads, train_in_rounds
+    from keras_relmem.training import BEST_WEIGHTS, kept_best, train_in_rounds
 
-    limit_threads(run.threads)
     keras.utils.set_random_seed(config.seed)
     corpus = lm_data.load_corpus("ptb", config.data_dir)
     train = corpus.bptt_dataset("train", config.batch_size, config.bptt)

@@ -134,7 +134,7 @@ def train(config, run):
         # the paper's measure: the best test accuracy of the run
         "best_test_character_accuracy": max((e["val_character_accuracy"] for e in epochs), default=None),
         "test_solved": epochs[-1]["val_solved"] if epochs else None,
-        "args": {**config.to_dict(), "recipe": config.recipe},
+        "args": run.recorded(config),
     }
     training.write_json(run.results_path, results)
     if run.export:

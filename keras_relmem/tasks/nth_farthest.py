@@ -81,7 +81,7 @@ def train(config, run):
         "test_accuracy": curve[-1][2] if curve else None,
         "chance": 1.0 / args.num_objects,
         "train_seconds": time.time() - start,
-        "args": {**config.to_dict(), "recipe": config.recipe},
+        "args": run.recorded(config),
     }
     if distribute.is_chief():
         if run.plot:
@@ -125,9 +125,8 @@ def train_rounds(config, run):
 
     from keras_relmem.data import synthetic
     from keras_relmem.tasks.rounds import recorder
-    from keras_relmem.training import limit_threads, saved_curve, train_in_rounds
+    from keras_relmem.training import saved_curve, train_in_rounds
 
-    limit_threads(run.threads)
     keras.utils.set_random_seed(config.seed)
     task = {"num_objects": config.num_objects, "num_features": config.num_features,
             "questions": None if config.questions is None else list(config.questions)}

@@ -123,9 +123,8 @@ def summary(curve):
 def train(config, run):
     """Train `config` (a `configs.PAIConfig`) as `run` (`RunOptions`) says until its budget is spent
     (continuing what the workdir holds); returns the result also written to the results file."""
-    from keras_relmem.training import anneal_learning_rate, limit_threads, train_in_rounds
+    from keras_relmem.training import anneal_learning_rate, train_in_rounds
 
-    limit_threads(run.threads)
     stages = parse_curriculum(config.curriculum)
     tests, current = {}, {}
 

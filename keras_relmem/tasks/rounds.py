@@ -8,7 +8,7 @@ def recorder(config, run, summary):
     """An `on_round` for `keras_relmem.training.train_in_rounds`: while the budget is not spent, the results
     file gets `{"complete": False, **summary(curve), "args": ...}` and `run.on_round` (if any) is called with
     that result. Returns `(on_round, finish)`: `finish(result)` writes the complete result and returns it."""
-    args = {**config.to_dict(), "recipe": config.recipe, **({"command": run.command} if run.command else {})}
+    args = run.recorded(config)
 
     def on_round(curve):
         if curve[-1]["minutes"] < config.budget_minutes:

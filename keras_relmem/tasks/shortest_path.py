@@ -89,9 +89,8 @@ def summary(curve):
 def train(config, run):
     """Train `config` (a `configs.ShortestPathConfig`) as `run` (`RunOptions`) says until its budget is spent
     (continuing what the workdir holds); returns the result also written to the results file."""
-    from keras_relmem.training import limit_threads, train_in_rounds
+    from keras_relmem.training import train_in_rounds
 
-    limit_threads(run.threads)
     length = config.graph[2]
     test = graphs(config.test, config, seed=1_000_003)  # seeds of training rounds stay below this
 
