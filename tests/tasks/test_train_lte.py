@@ -114,3 +114,23 @@ def test_an_empty_or_unknown_program_is_refused_and_unknown_characters_reported(
         assert "input program: no characters; a program needs at least one" in str(error)
     else:
         raise AssertionError("a program of no characters was answered")
+
+
+def test_an_export_with_warm_up_records_is_warmed_without_a_refusal(tmp_path, caplog):
+    """Issue 104: the server logged three "refused generated inputs" lines at start-up for an LTE export that
+    carries warm-up records (a second, in-graph warm-up on generated inputs); only the records are replayed."""
+    import logging
+
+    import keras
+
+    from keras_relmem.data import lte as lte_data
+    from keras_relmem.export import export_lte
+    from keras_relmem.models import ReadThenWrite
+    from keras_relmem.serving.servable import Servable
+
+    model = ReadThenWrite(keras.layers.LSTM(8, return_sequences=True), len(lte_data.VOCABULARY),
+                          lte_data.answer_length("program", 3, 2), embedding_dim=4)
+    path = export_lte(model, "program", 3, 2, tmp_path, name="lte")
+    with caplog.at_level(logging.INFO, logger="keras_relmem.serving"):
+        assert Servable("lte", 1, path).warm_up() == 4  # two requests per signature
+    assert "refused" not in caplog.text
