@@ -1,14 +1,11 @@
-"""Benchmarks and reproduction runs, each a command: `python -m bench.<name> --help`.
+"""The studies: one folder per question the project measures, each a command (`python -m bench.<study>`).
 
-Every bench prints a table next to the paper's figures and writes the same as
-JSON under `bench/results/`; `python -m bench.report` turns those files into
-`docs/results.md` and the README's results summary. Long runs are resumable.
-
-The benches that measure a library recipe train it with `kr.train` (a config of
-`keras_relmem.configs`, flags parsed as its `relmem-...` command parses them) and
-keep only their tables, pictures and extra measurements. Shared pieces:
-`bench.cli` (flags, thread limits, the command dispatch, `kr.train` with the
-result recorded as it goes), `bench.results` (reading and merging results
-files), `bench.budget` (runs by name and curve pictures) and `bench.timing`
-(steady-state step timing).
+A study's folder holds its runner (a thin call of the library's training API, `kr.train`, with the study's
+recipes, seeds and budgets; other commands as modules beside it), `catalogue.toml` (its question, its claims
+on the README's table, an entry per results file), `results/`, `notes/` and its generated page, `README.md`.
+`bench.common` holds what the runners share (flags, results files, timing) and `bench.report` writes the
+pages from the JSON. `python -m bench` lists the studies; `python -m bench <study> ...` runs one.
 """
+
+# The studies in the order of the README's results table and the results page.
+STUDIES = ("entnet_babi", "memo_babi", "memo_pai", "memo_shortest_path", "nth_farthest", "lte", "lm", "serving")

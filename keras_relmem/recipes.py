@@ -141,7 +141,7 @@ register(
     "entnet_babi", configs.BabiConfig,
     "EntNet with tied keys, the TF port's cyclic rate, AdamW decay 0.02 on embeddings and kernels, N(0, 0.3) "
     "embeddings: the recipe that solved the most bAbI tasks on most seeds (200 epochs on en-10k)",
-    "bench/results/babi_entnet_seeds.json (5 seeds, run by bench.babi_entnet with a budget of 10 training "
+    "bench/entnet_babi/results/babi_entnet_seeds.json (5 seeds, run by bench.entnet_babi with a budget of 10 training "
     "minutes a task instead of 200 epochs)",
     default=True, **_ENTNET, data="en-10k",
 )
@@ -177,7 +177,7 @@ register(
     "MEMO, one model on all 20 tasks of en-10k, the joint bAbI headline (4 training hours, best of 3 starts, "
     "tasks 1 and 16 first, tasks 14, 17, 19 repeated, answer-loss and halting warm-ups, bag-of-words start, "
     "coverage penalty 5)",
-    "bench/results/memo_babi.json (seed 0) and memo_babi_seed1.json (seed 1)",
+    "bench/memo_babi/results/memo_babi.json (seed 0) and memo_babi_seed1.json (seed 1)",
     default=True, **_MEMO_BABI_JOINT,
 )
 register(
@@ -198,11 +198,11 @@ register(
 _LM = {"batch_size": 64, "bptt": 100, "learning_rate": 1e-3, "clipnorm": 0.25, "epochs": 10}
 register("lm_ptb_rmc", configs.LMConfig,
          "RMC language model on PTB: Adam 1e-3, batch 64, BPTT 100, gradient-norm clip 0.25, 10 epochs",
-         "bench/results/ptb_lm_fair.json (the 'rmc' runs, seeds 0-2, trained for 120 minutes instead of epochs)",
+         "bench/lm/results/ptb_lm_fair.json (the 'rmc' runs, seeds 0-2, trained for 120 minutes instead of epochs)",
          default=True, model="rmc", corpus="ptb", **_LM)
 register("lm_ptb_lstm", configs.LMConfig,
          "LSTM language model on PTB with the RMC's optimisation (Adam 1e-3, batch 64, BPTT 100, clip 0.25)",
-         "our choice, for a comparison at equal optimisation (Zaremba et al.'s SGD recipes are bench.ptb_lm's)",
+         "our choice, for a comparison at equal optimisation (Zaremba et al.'s SGD recipes are bench.lm's)",
          default=True, model="lstm", corpus="ptb", **_LM)
 
 # --- Nth Farthest (relmem-train-nth-farthest) ------------------------------------------------------------------
@@ -239,13 +239,13 @@ register(
     "memo_pai_length4", configs.PAIConfig,
     "MEMO on PAI length 4 (A-B-C-D): Adam 1e-3 on a cosine to 1e-4, halting network waits 40 rounds, reads "
     "distance and answer entropy",
-    "bench/results/memo_pai_length4_entropy_cosine.json",
+    "bench/memo_pai/results/memo_pai_length4_entropy_cosine.json",
     **{**_PAI, "length": 4, "max_hops": 7, "beta": 0.01, "halting_inputs": "distance+entropy"},
 )
 register(
     "memo_pai_length5", configs.PAIConfig,
     "MEMO on PAI length 5 (A-...-E): as length 4 with no hop cost (beta 0) and the distance alone",
-    "bench/results/memo_pai_length5_beta0_cosine.json and its seed 1",
+    "bench/memo_pai/results/memo_pai_length5_beta0_cosine.json and its seed 1",
     **{**_PAI, "length": 5, "max_hops": 9, "beta": 0.0, "halting_inputs": "distance"},
 )
 register(
@@ -267,20 +267,20 @@ register(
     "memo_shortest_path", configs.ShortestPathConfig,
     "MEMO on shortest paths, 20 nodes, out-degree 3, paths of 3 (Table 2): Adam 1e-3, the halting network "
     "waits 10 rounds and reads the attention distance, 60 minutes",
-    "bench/results/memo_shortest_path.json, its 20/3/3 run (the hop cost was MEMOClassifier's 0.01, the "
-    "default still, before the bench had a --beta flag)",
+    "bench/memo_shortest_path/results/memo_shortest_path.json, its 20/3/3 run (the hop cost was "
+    "MEMOClassifier's 0.01, the default still, before the bench had a --beta flag)",
     **{"setting": "20/3/3", **_PATHS}, default=True,
 )
 register(
     "memo_shortest_path_20_5_3", configs.ShortestPathConfig,
     "MEMO on shortest paths, 20 nodes, out-degree 5, paths of 3 (Table 2): as 20/3/3",
-    "bench/results/memo_shortest_path.json, its 20/5/3 run",
+    "bench/memo_shortest_path/results/memo_shortest_path.json, its 20/5/3 run",
     **{"setting": "20/5/3", **_PATHS, "beta": 0.01},
 )
 register(
     "memo_shortest_path_10_2_2", configs.ShortestPathConfig,
     "MEMO on shortest paths, 10 nodes, out-degree 2, paths of 2 (Table 2): as 20/3/3 with 5 hops, 5 minutes",
-    "bench/results/memo_shortest_path.json, its 10/2/2 run",
+    "bench/memo_shortest_path/results/memo_shortest_path.json, its 10/2/2 run",
     **{"setting": "10/2/2", **_PATHS, "budget_minutes": 5.0, "max_hops": 5, "beta": 0.01},
 )
 
@@ -298,20 +298,20 @@ register(
     "lm_ptb_rmc_budget", configs.LMRoundsConfig,
     "RMC on PTB for 120 training minutes: lm_ptb_rmc's model and Adam recipe (1e-3, batch 64, BPTT 100, "
     "clip 0.25), validation after every 20 batches",
-    "bench/results/ptb_lm_fair.json, its rmc, rmc_seed1 and rmc_seed2 runs", **_PTB_ADAM, default=True,
+    "bench/lm/results/ptb_lm_fair.json, its rmc, rmc_seed1 and rmc_seed2 runs", **_PTB_ADAM, default=True,
 )
 register(
     "lm_ptb_rmc_early_stop", configs.LMRoundsConfig,
     "RMC on PTB stopped early: as lm_ptb_rmc_budget for 98 minutes, testing the round with the best validation "
     "perplexity (the RMC over-fits PTB after about an hour on one core)",
-    "bench/results/ptb_lm_fair.json, its rmc_keep_best runs (seeds 0-2)",
+    "bench/lm/results/ptb_lm_fair.json, its rmc_keep_best runs (seeds 0-2)",
     **{**_PTB_ADAM, "budget_minutes": 98.0, "keep_best": True},
 )
 register(
     "lm_ptb_lstm_zaremba_small", configs.LMRoundsConfig,
     "Zaremba et al.'s small LSTM (2 x 200, no dropout, untied softmax, uniform init 0.1): SGD rate 1 (20 per "
     "token) halved every epoch after 4, global clip 5, batch 20, BPTT 20, 120 training minutes",
-    "Zaremba et al. 2014, §4.1 (their small model); bench/results/ptb_lm_fair.json, its lstm_zaremba_small runs",
+    "Zaremba et al. 2014, §4.1 (their small model); bench/lm/results/ptb_lm_fair.json, its lstm_zaremba_small runs",
     **{**_ZAREMBA, "batches_per_round": 2323, "bptt": 20, "learning_rate": 20.0, "global_clipnorm": 0.25,
      "decay_after": 4, "units": 200, "init_scale": 0.1},
     default=True,
@@ -320,7 +320,7 @@ register(
     "lm_ptb_lstm_zaremba_medium", configs.LMRoundsConfig,
     "Zaremba et al.'s medium LSTM (2 x 650, dropout 0.5, untied softmax, uniform init 0.05): SGD rate 1 (35 per "
     "token) halved every epoch after 3, global clip 5, batch 20, BPTT 35, 120 training minutes",
-    "Zaremba et al. 2014, §4.1 (their medium model); bench/results/ptb_lm_fair.json, its lstm_zaremba_medium runs",
+    "Zaremba et al. 2014, §4.1 (their medium model); bench/lm/results/ptb_lm_fair.json, its lstm_zaremba_medium runs",
     **{**_ZAREMBA, "batches_per_round": 332, "bptt": 35, "learning_rate": 35.0, "global_clipnorm": 0.142857,
      "decay_after": 3, "units": 650, "dropout": 0.5, "init_scale": 0.05},
 )
@@ -335,7 +335,7 @@ register(
     "nth_farthest_8_curriculum_rmc", configs.NthFarthestRoundsConfig,
     "RMC on the paper's 8 objects of 16 features, 240 training minutes, with a curriculum (the farthest first, "
     "the next n once a round reaches 80% training accuracy); head size 32",
-    "bench/results/nth_farthest_8objects_curriculum.json, its rmc_h32_curriculum run",
+    "bench/nth_farthest/results/nth_farthest_8objects_curriculum.json, its rmc_h32_curriculum run",
     **{**_NTH_BUDGET, **_NTH_RMC, "budget_minutes": 240.0, "num_objects": 8, "num_features": 16, "questions": None,
      "curriculum": 80.0, "head_size": 32},
     default=True,
@@ -343,7 +343,7 @@ register(
 register(
     "nth_farthest_8_curriculum_lstm", configs.NthFarthestRoundsConfig,
     "LSTM (256 units, Adam 3e-3) on 8 objects of 16 features with the RMC's curriculum, 240 training minutes",
-    "bench/results/nth_farthest_8objects_curriculum.json, its lstm_curriculum run",
+    "bench/nth_farthest/results/nth_farthest_8objects_curriculum.json, its lstm_curriculum run",
     **{**_NTH_BUDGET, **_NTH_LSTM, "budget_minutes": 240.0, "num_objects": 8, "num_features": 16, "questions": None,
      "curriculum": 80.0},
     default=True,
@@ -351,25 +351,25 @@ register(
 register(
     "nth_farthest_6_rmc", configs.NthFarthestRoundsConfig,
     "RMC on 6 objects of 4 features, the farthest only, 240 training minutes",
-    "bench/results/nth_farthest_6objects.json, its rmc_farthest_seed1 and rmc_farthest_seed2 runs",
+    "bench/nth_farthest/results/nth_farthest_6objects.json, its rmc_farthest_seed1 and rmc_farthest_seed2 runs",
     **{**_NTH_BUDGET, **_NTH_RMC, "budget_minutes": 240.0, "num_objects": 6},
 )
 register(
     "nth_farthest_6_lstm", configs.NthFarthestRoundsConfig,
     "LSTM (256 units, Adam 3e-3, the best of our small grid on 4 objects) on 6 objects of 4 features, the "
     "farthest only, 84 training minutes",
-    "bench/results/nth_farthest_6objects.json, its lstm_u256 runs (seeds 0-2)",
+    "bench/nth_farthest/results/nth_farthest_6objects.json, its lstm_u256 runs (seeds 0-2)",
     **{**_NTH_BUDGET, **_NTH_LSTM, "num_objects": 6},
 )
 register(
     "nth_farthest_4_rmc", configs.NthFarthestRoundsConfig,
     "RMC on 4 objects of 4 features (Sonnet's example task), the farthest only, 84 training minutes",
-    "bench/results/nth_farthest_4objects.json, its rmc_farthest_seed1 and rmc_farthest_seed2 runs",
+    "bench/nth_farthest/results/nth_farthest_4objects.json, its rmc_farthest_seed1 and rmc_farthest_seed2 runs",
     **{**_NTH_BUDGET, **_NTH_RMC, "num_objects": 4},
 )
 register(
     "nth_farthest_4_lstm", configs.NthFarthestRoundsConfig,
     "LSTM (256 units, Adam 3e-3) on 4 objects of 4 features, the farthest only, 84 training minutes",
-    "bench/results/nth_farthest_4objects.json, its lstm_u256 runs (seeds 0-2)",
+    "bench/nth_farthest/results/nth_farthest_4objects.json, its lstm_u256 runs (seeds 0-2)",
     **{**_NTH_BUDGET, **_NTH_LSTM, "num_objects": 4},
 )

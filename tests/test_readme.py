@@ -22,14 +22,17 @@ def test_the_readme_is_short_and_opens_with_its_results():
     assert table < 80
 
 
-def test_the_results_page_holds_the_headlines_and_the_archive_the_rest():
-    from bench import report
+def test_the_results_page_holds_the_headlines_and_each_study_page_its_runs():
+    from bench.report import catalogue, pages
 
-    assert len(report.page().splitlines()) <= 500
-    archived = {entry.name for section in report.CATALOGUE for entry in section.entries}
-    on_page = {e.name for s in report.CATALOGUE for e in s.entries if report.on_headline_page(e)}
-    assert on_page < archived and all(report.mark(e) == "headline" for s in report.CATALOGUE
-                                      for e in s.entries if e.name in on_page)
+    results = pages.results_page()
+    assert len(results.splitlines()) <= 500
+    for study in catalogue.studies():
+        own = pages.study_page(study)
+        for entry in study.entries:
+            assert f"### {entry.title}" in own
+            headline = pages.on_headline_page(entry)
+            assert (f"### {entry.title}" in results) == headline == (pages.mark(entry) == "headline")
 
 
 def test_the_python_snippets_run_as_written(tmp_path, monkeypatch):

@@ -2,17 +2,15 @@
 and `--recipe` / `--list-recipes` on the commands and the benches that train them."""
 
 import dataclasses
-import json
-import pathlib
 import shlex
 
 import pytest
 
-from bench import memo_babi, memo_pai, memo_shortest_path, nth_farthest, ptb_lm
+from bench import lm as ptb_lm
+from bench import memo_babi, memo_pai, memo_shortest_path, nth_farthest
+from bench.report import catalogue
 from keras_relmem import configs, recipes
 from keras_relmem.commands import train as commands
-
-RESULTS = pathlib.Path(__file__).resolve().parents[1] / "bench" / "results"
 
 
 def test_every_babi_model_has_one_default_recipe():
@@ -73,7 +71,7 @@ def test_listing_names_the_papers_the_headlines_and_a_command_for_each():
 def test_a_headline_recipe_is_the_run_that_measured_it(name, results, key):
     # every setting of the recipe is what the results file recorded for its run, so the recipe
     # reproduces the headline and cannot drift from it
-    recorded = json.loads((RESULTS / results).read_text())["args"]
+    recorded = catalogue.load(results)["args"]
     recorded = recorded[key] if key else recorded
     # a config: the fields it sets away from its class's defaults
     settings = {k: list(v) if isinstance(v, tuple) else v for k, v in recipes.settings(name).items()}
@@ -119,7 +117,7 @@ def test_memo_defaults_are_the_measured_ones_and_a_saved_model_keeps_its_own(tmp
     from keras_relmem.models import MEMOClassifier, babi_qa
 
     model = MEMOClassifier(3, vocab_size=20, embedding_dim=8, key_size=4, max_hops=2, halting="reinforce")
-    assert (model.answer_loss, model.gamma) == ("all", 1.0)  # bench/results/memo_babi.json's run
+    assert (model.answer_loss, model.gamma) == ("all", 1.0)  # bench/memo_babi/results/memo_babi.json's run
     memo = babi_qa.model_defaults("memo")
     assert (memo["answer_loss"], memo["gamma"]) == ("all", 1.0)
     # a model saved with the defaults before 1.0 comes back with them, not with today's

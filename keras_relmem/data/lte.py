@@ -17,7 +17,7 @@ Two generators (`style`):
   takes it); the answer has no end mark: its length is known from the target,
   and the loss and accuracy cover its characters only (padding after it is
   masked, as Sonnet masks it).
-- `"v1"`: the generator of keras-relmem 1.0, which `bench/results/lte.json`'s
+- `"v1"`: the generator of keras-relmem 1.0, which `bench/lte/results/lte.json`'s
   earlier runs cite: literals uniform in `[1, 10**length)`, a `print(...)`
   around the last expression, Python's value as the target, and a trained
   end mark after the answer.

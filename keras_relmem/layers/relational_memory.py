@@ -507,7 +507,7 @@ class _PrecomputedInputsCell(RelationalMemoryCell):
 
 
 # Backends on which RelationalMemory transposes its per-step kernels once per sequence by default
-# (bench/lm_speed.py measured it faster there).
+# (bench/lm/speed.py measured it faster there).
 TRANSPOSED_KERNELS_BACKENDS = ("tensorflow",)
 
 # The RelationalMemoryCell arguments that RelationalMemory passes to its cell.
@@ -551,7 +551,7 @@ class RelationalMemory(keras.layers.RNN):
             gradients multiply by a transposed copy instead of transposing
             inside every step; same values and gradients. None (default)
             turns it on where it measured faster (tensorflow, graph and XLA;
-            `bench/lm_speed.py`) and off elsewhere (on jax it measured
+            `bench/lm/speed.py`) and off elsewhere (on jax it measured
             within noise of off; torch's Keras backend has no
             `custom_gradient`, so True is refused there with a ValueError).
         **kwargs: any other `RelationalMemoryCell` argument (`num_heads`,

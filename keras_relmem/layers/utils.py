@@ -105,7 +105,7 @@ def dense_on_rows_with_transposed_kernel(layer, x, kernel_t):
     gradient differs. Autodiff of `x @ kernel` multiplies the output gradient
     by `transpose(kernel)` inside every step of a recurrence; on TensorFlow's
     CPU kernels a product with a transposed operand ran at half the rate of
-    the same product on a transposed copy (bench/lm_profile.py), so a
+    the same product on a transposed copy (bench/lm/profile.py), so a
     recurrent layer transposes its kernels once per sequence and passes them
     here.
 

@@ -52,9 +52,9 @@ def build_language_model(
         precompute_inputs: for the RMC, use `RelationalMemory` (default; the
             input-only terms of all steps computed before the recurrence)
             rather than `keras.layers.RNN(RelationalMemoryCell(...))`. Same
-            weights and outputs; False is kept for `bench/lm_speed.py`.
+            weights and outputs; False is kept for `bench/lm/speed.py`.
         transposed_kernels: `RelationalMemory`'s argument (None: its
-            backend default); kept for `bench/lm_speed.py`.
+            backend default); kept for `bench/lm/speed.py`.
         **hparams: overrides of `DEFAULTS[model]`; `tied=True` shares the
             embedding matrix with the softmax (with a linear projection from
             the core's output to `embedding_dim` when their sizes differ).

@@ -19,7 +19,7 @@ from keras_relmem.layers.memo import MEMO
 from keras_relmem.optimizers import SplitOptimizer
 
 # MEMO's training defaults, in this one place (the bAbI models and the tuner read them from here): the
-# measured-best ones of our joint bAbI and PAI runs (bench/results/memo_babi.json,
+# measured-best ones of our joint bAbI and PAI runs (bench/memo_babi/results/memo_babi.json,
 # memo_pai_length4_entropy_cosine.json).
 # Before 1.0 they were gamma 0.9 and answer_loss "visited", the paper-like set-up (its appendix D.3 searches
 # gamma), which collapsed the halting policy to one hop on both; the recipes memo_*_paper keep it. A model

@@ -23,7 +23,7 @@ log = logging.getLogger("keras_relmem.serving")
 WARMUP_FILE = ("assets.extra", "tf_serving_warmup_requests")
 MAX_WARMUP_RECORDS = 1000  # TF Serving refuses files with more
 # Rows one model call takes at most: a larger request runs as slices of this many (TF Serving's large-batch
-# splitting). 4096 rows keep the quick start's EntNet under about 1 GB (`bench.serving_latency --rows`).
+# splitting). 4096 rows keep the quick start's EntNet under about 1 GB (`bench.serving --rows`).
 MAX_ROWS_PER_CALL = 4096
 CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"

@@ -27,7 +27,7 @@ def train(config, run):
     """Train `config` (a `configs.LMConfig`) as `run` (`RunOptions`) says; returns the results dict (validation
     perplexity per epoch, test perplexity) also written to `results.json`."""
     args = config
-    # Graph mode beats XLA for these models on CPU (bench/lm_speed.py).
+    # Graph mode beats XLA for these models on CPU (bench/lm/speed.py).
     jit = bool(run.jit_compile)
     corpus = lm_data.load_corpus(config.corpus, config.data_dir)
 

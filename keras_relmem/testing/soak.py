@@ -1,6 +1,6 @@
 """Good and bad requests for a running server: the bad-kind catalogue and a mixed-load soak.
 
-`python -m bench.serving_soak` runs the soak against a server process; the tests run
+`python -m bench.serving.soak` runs the soak against a server process; the tests run
 the catalogue once against an in-process server. Both need a bAbI model served
 as `babi` (signatures `serving_default` on ids and `answer` on text) and a
 language model served as `lm` (`serving_default` on ids, `next_word` on text),

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from bench.serving_latency import start_server
+from bench.serving import start_server
 from keras_relmem.serving import server as server_module
 from keras_relmem.serving.client import ServingClient
 from tests.serving.conftest import model_config_text

@@ -1,0 +1,43 @@
+"""`python -m bench`: the studies, each with the question it answers and its commands; `python -m bench <study>
+[flags]` runs a study's runner (`python -m bench lte --help`)."""
+
+import importlib
+import pathlib
+import sys
+
+from bench import STUDIES
+
+
+def commands(study):
+    """The study's commands: its runner, then each module beside it that has a `main`."""
+    # read, not imported: a runner imports its backend, and the listing needs none
+    folder = pathlib.Path(__file__).with_name(study)
+    others = [path.stem for path in sorted(folder.glob("*.py"))
+              if not path.stem.startswith("_") and "\ndef main(" in path.read_text()]
+    return [f"python -m bench.{study}"] + [f"python -m bench.{study}.{name}" for name in others]
+
+
+def listing():
+    from bench.report import catalogue
+
+    lines = []
+    for study in catalogue.studies():
+        lines += [f"{study.name}: {study.question}", *(f"    {command}" for command in commands(study.name)), ""]
+    return "\n".join(lines).rstrip()
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help", "list"):
+        print("usage: python -m bench [STUDY [FLAGS]]\n\nThe studies (python -m bench STUDY --help for one's "
+              "flags):\n\n" + listing())
+        return
+    study, rest = argv[0], argv[1:]
+    if study not in STUDIES:
+        sys.exit(f"error: no study {study!r}; the studies are {', '.join(STUDIES)} (python -m bench lists them)")
+    sys.argv = [f"python -m bench {study}", *rest]
+    importlib.import_module(f"bench.{study}").main(rest)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+from bench.entnet_babi import main
+
+main()

@@ -1,0 +1,3 @@
+from bench.lm import main
+
+main()

@@ -1,0 +1,3 @@
+from bench.lte import main
+
+main()

@@ -1,0 +1,3 @@
+from bench.memo_babi import main
+
+main()

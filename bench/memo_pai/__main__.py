@@ -1,0 +1,3 @@
+from bench.memo_pai import main
+
+main()

@@ -1,0 +1,3 @@
+from bench.memo_shortest_path import main
+
+main()

@@ -1,0 +1,3 @@
+from bench.nth_farthest import main
+
+main()

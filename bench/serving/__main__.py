@@ -1,0 +1,3 @@
+from bench.serving import main
+
+main()

@@ -1,0 +1,116 @@
+"""bench.lte: runs land under runs/, the table's summary is the median over seeds, and the RMC and the
+LSTM are compared at equal examples and at equal minutes."""
+
+import json
+
+import pytest
+
+from bench import lte as bench_lte
+
+TINY = ["--task", "copy", "--length", "2", "--steps-per-round", "2", "--batch-size", "4", "--test-examples", "20",
+        "--budget-minutes", "0.01", "--embedding-dim", "8", "--mlp-units", "8"]
+
+
+def test_tiny_runs_and_their_summary(tmp_path):
+    results = tmp_path / "lte.json"
+    common = [*TINY, "--workdir", str(tmp_path / "runs"), "--results", str(results)]
+    bench_lte.main(["--model", "rmc", "--mem-slots", "2", "--head-size", "4", "--num-heads", "2", *common])
+    for seed in ("0", "1"):
+        bench_lte.main(["--model", "lstm", "--units", "8", "--seed", seed, *common])
+    bench_lte.main(["--model", "lstm", "--label", "lstm_u12", "--units", "12", *common])  # a tuning point
+    written = json.loads(results.read_text())
+    assert set(written["runs"]) == {"copy/rmc/seed0", "copy/lstm/seed0", "copy/lstm/seed1", "copy/lstm_u12/seed0"}
+    assert set(written["tasks"]["copy"]) == {"rmc", "lstm", "lstm_u12"}
+    # the task script's flags are recorded with the run: the bench adds no model option of its own
+    assert written["args"]["runs/copy/lstm/seed1"]["units"] == 8 and written["args"]["runs/copy/rmc/seed0"][
+        "head_size"] == 4
+    lstm = written["tasks"]["copy"]["lstm"]
+    seeds = [written["runs"][f"copy/lstm/seed{s}"]["accuracy"] for s in (0, 1)]
+    assert lstm["seeds"] == {"0": seeds[0], "1": seeds[1]} and lstm["accuracy"] == pytest.approx(sum(seeds) / 2)
+    assert set(written["comparisons"]["copy"]) == {"equal_examples", "equal_minutes"}
+    # the first round trained below the target (length 1 of 2): the probe that decides the curriculum is kept
+    first = written["runs"]["copy/lstm/seed0"]["curve"][0]
+    assert first["level"] == [1, 1] and 0 <= first["level_accuracy"] <= 100
+    table = bench_lte.markdown(written).splitlines()
+    assert table[2].startswith("| copy | RMC |") and table[2].endswith("| 100.0 |")  # the paper's RMC copy figure
+    assert table[3].startswith("| copy | LSTM |") and table[4].startswith("| copy | LSTM_U12 |")
+    assert table[4].endswith("|  |")  # a variant has no paper figure
+
+
+def _run(task, model, seed, accuracies, examples_per_round, minutes_per_round):
+    curve = [{"examples": (i + 1) * examples_per_round, "minutes": (i + 1) * minutes_per_round, "accuracy": a,
+              "solved": a / 2} for i, a in enumerate(accuracies)]
+    return {"task": task, "model": model, "seed": seed, "complete": True, "accuracy": accuracies[-1],
+            "solved": accuracies[-1] / 2, "examples": curve[-1]["examples"], "minutes": curve[-1]["minutes"],
+            "curve": curve}
+
+
+def test_equal_examples_and_equal_minutes():
+    # the RMC: 100 examples and 2 minutes a round; the LSTM: 100 examples and 1 minute a round
+    runs = {"rmc": _run("add", "rmc", 0, [10, 50, 80], 100, 2.0),
+            "lstm": _run("add", "lstm", 0, [5, 20, 30, 40, 60, 70], 100, 1.0)}
+    results = {"runs": runs}
+    bench_lte.summarize(results)
+    equal = results["comparisons"]["add"]
+    # at 300 examples (the RMC's all): RMC 80, LSTM after its third round 30
+    assert equal["equal_examples"] == {"examples": 300, "rmc": 80, "lstm": 30}
+    # at 6 minutes (both budgets): RMC 80, LSTM 70
+    assert equal["equal_minutes"] == {"minutes": 6.0, "rmc": 80, "lstm": 70}
+    assert results["tasks"]["add"]["rmc"]["seeds"] == {"0": 80}
+
+
+def test_examples_to_99_is_the_first_round_there_and_none_until_every_seed_is():
+    runs = {"a": _run("copy", "rmc", 0, [50, 99.2, 98, 100], 100, 1.0),
+            "b": _run("copy", "rmc", 1, [99.5, 100], 100, 1.0),
+            "c": _run("copy", "lstm", 0, [10, 20], 100, 1.0)}
+    results = {"runs": runs}
+    bench_lte.summarize(results)
+    assert results["tasks"]["copy"]["rmc"]["examples_to_99"] == 150  # seeds at 200 and 100
+    assert results["tasks"]["copy"]["lstm"]["examples_to_99"] is None
+
+
+def test_a_seed_still_training_stays_out_of_the_row_of_the_finished_ones():
+    unfinished = {**_run("program", "rmc", 1, [5, 9], 100, 1.0), "complete": False}
+    runs = {"a": _run("program", "rmc", 0, [10, 30, 40], 100, 2.0), "b": unfinished,
+            "c": _run("program", "lstm", 0, [5, 20, 30, 35], 100, 1.0)}
+    results = {"runs": runs}
+    bench_lte.summarize(results)
+    row = results["tasks"]["program"]["rmc"]
+    assert (row["accuracy"], row["seeds"], row["unfinished_seeds"], row["complete"]) == (40, {"0": 40}, {"1": 9}, True)
+    # the comparison too is between finished runs: at the RMC seed 0's 300 examples, not seed 1's 200
+    assert results["comparisons"]["program"]["equal_examples"] == {"examples": 300, "rmc": 40, "lstm": 30}
+    assert "1: 9.0 (unfinished)" in bench_lte.markdown(results)
+    # with no seed finished, the unfinished ones are the row (marked so)
+    alone = {"runs": {"b": unfinished}}
+    bench_lte.summarize(alone)
+    assert alone["tasks"]["program"]["rmc"]["seeds"] == {"1": 9} and not alone["tasks"]["program"]["rmc"]["complete"]
+
+
+def test_rows_of_one_setting_are_compared_under_settings():
+    # both models at a tuned rate (labels rmc_lr3e-3 and lstm_lr3e-3) besides their default rows
+    runs = {"rmc": _run("program", "rmc", 0, [10, 20], 100, 1.0),
+            "lstm": _run("program", "lstm", 0, [5, 15], 100, 1.0),
+            "rmc3": {**_run("program", "rmc", 0, [12, 24, 30], 100, 2.0), "label": "rmc_lr3e-3"},
+            "lstm3a": {**_run("program", "lstm", 0, [20, 40, 50, 60], 100, 1.0), "label": "lstm_lr3e-3"},
+            "lstm3b": {**_run("program", "lstm", 1, [10, 30, 45, 55], 100, 1.0), "label": "lstm_lr3e-3"},
+            "lstm_only": {**_run("program", "lstm", 0, [1, 2], 100, 1.0), "label": "lstm_u512"}}
+    results = {"runs": runs}
+    bench_lte.summarize(results)
+    program = results["comparisons"]["program"]
+    assert program["equal_examples"] == {"examples": 200, "rmc": 20, "lstm": 15}
+    # at 300 examples (what the RMC at 3e-3 trained): RMC 30, the LSTM's seeds 50 and 45, median 47.5
+    assert program["settings"] == {"lr3e-3": {"equal_examples": {"examples": 300, "rmc": 30, "lstm": 47.5},
+                                              "equal_minutes": {"minutes": 4.0, "rmc": 24, "lstm": 57.5}}}
+    table = bench_lte.markdown(results)
+    assert "| program (lr3e-3) | 300, 30.0, 47.5 | 4.0, 24.0, 57.5 |" in table
+
+
+def test_a_variant_row_draws_its_own_curve():
+    runs = {"a": _run("program", "rmc", 0, [10, 20], 100, 1.0),
+            "b": {**_run("program", "rmc", 0, [12, 24], 100, 1.0), "label": "rmc_lr3e-3"},
+            "c": {**_run("copy", "lstm", 1, [50], 100, 1.0), "complete": False}}
+    panels = bench_lte.curves_by_task({"runs": runs})
+    assert list(panels) == ["program", "copy"]  # the table's task order
+    assert set(panels["program"]) == {"RMC seed 0", "RMC_LR3E-3 seed 0"}
+    assert panels["program"]["RMC_LR3E-3 seed 0"][-1]["accuracy"] == 24
+    assert set(panels["copy"]) == {"LSTM seed 1 (unfinished)"}
