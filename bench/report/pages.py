@@ -224,7 +224,10 @@ def study_page(study):
              "`catalogue.toml`, `results/` and `notes/`. Run it with " + ", ".join(f"`{c}`" for c in commands)
              + " (each takes `--help`; a rerun with the same arguments continues where it stopped). Headline "
              "tables are also on the [results page](docs/results.md); the experiments before these are on "
-             f"[a static archive page]({study.archive}).", ""]
+             f"[a static archive page]({study.archive}). Each run is dated by the day its results file was first "
+             "committed and marked **headline** (its table is on the results page), **unfinished** (a run short of "
+             "its budget) or **current** (a run a recipe or a headline's note cites, or the study's work in "
+             "progress).", ""]
     if _intro(study.section):
         lines += [_intro(study.section), ""]
     lines += [f"- {day(e)}, {mark(e)}: [{e.title}](#{e.anchor})" for e in study.entries] + [""]
