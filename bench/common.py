@@ -107,7 +107,11 @@ def read_results(path):
     """The results JSON at `path`, or exit with a message when the bench has not run."""
     path = pathlib.Path(path)
     if not path.exists():
-        sys.exit(f"No results yet: {path}. Run the bench first.")
+        # a study's committed tables are its results folder's files: name them, for --report --results
+        others = sorted(p.name for p in path.parent.glob("*.json")) if path.parent.is_dir() else []
+        sys.exit(f"No results yet: {path}. Run the study first"
+                 + (f", or report one of its files with --results {path.parent}/NAME: {', '.join(others)}"
+                    if others else "") + ".")
     return json.loads(path.read_text())
 
 

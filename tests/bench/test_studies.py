@@ -72,3 +72,14 @@ def test_a_tiny_run_of_each_study_writes_its_schema(study, tmp_path):
 
     table = getattr(importlib.import_module(f"bench.{entry.bench}"), entry.render)(written)
     assert "|" in table, f"{study}'s table from the tiny run: {table!r}"
+
+
+def test_a_report_of_a_file_not_written_yet_names_the_files_the_study_has(tmp_path):
+    from bench import common
+
+    (tmp_path / "headline.json").write_text("{}")
+    with pytest.raises(SystemExit, match=r"No results yet: .*missing\.json\. Run the study first, or report one of "
+                                         r"its files with --results .*/NAME: headline\.json\."):
+        common.read_results(tmp_path / "missing.json")
+    with pytest.raises(SystemExit, match=r"No results yet: .*\. Run the study first\.$"):
+        common.read_results(tmp_path / "nowhere" / "missing.json")
