@@ -54,10 +54,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 
 from bench.common import add_bench_arguments, dispatch, limit_threads, merge_result, read_results, run_arguments  # noqa: E402
-
-RESULTS_DIR = pathlib.Path(__file__).parent / "results"
 from keras_relmem import training  # noqa: E402
 
+RESULTS_DIR = pathlib.Path(__file__).parent / "results"
 RESULTS = RESULTS_DIR / "babi_entnet.json"
 # Henaff et al. 2017, Table 2 (10k), and the authors' repository (EntNet-babi/README.md): test error %.
 PAPER = {1: 0.0, 2: 0.1, 3: 4.1, 4: 0.0, 5: 0.3, 6: 0.2, 7: 0.0, 8: 0.5, 9: 0.1, 10: 0.6, 11: 0.3, 12: 0.0,

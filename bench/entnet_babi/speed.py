@@ -31,7 +31,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from bench.common import limit_threads, seconds_for_steps  # noqa: E402
 
 RESULTS_DIR = pathlib.Path(__file__).parent / "results"
-
 RESULTS = RESULTS_DIR / "entnet_speed.json"
 
 

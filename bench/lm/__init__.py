@@ -38,22 +38,12 @@ import os
 import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from bench.common import (  # noqa: E402
-    dispatch,
-    draw_model_curves,
-    merge_result,
-    parse_config,
-    read_results,
-    run_arguments,
-    run_names,
-    train_config,
-)
-
-RESULTS_DIR = pathlib.Path(__file__).parent / "results"
+from bench import common  # noqa: E402
 from keras_relmem.configs import LMRoundsConfig  # noqa: E402
 from keras_relmem.tasks.lm import learning_rate_at  # noqa: E402, F401  (the library's, as the tests use it)
 from keras_relmem.training import best_entry  # noqa: E402
 
+RESULTS_DIR = pathlib.Path(__file__).parent / "results"
 RESULTS = RESULTS_DIR / "ptb_lm.json"
 # Zaremba et al. 2014, non-regularized 2-layer LSTM (200 units): test perplexity.
 REFERENCE = 114.5
@@ -64,16 +54,16 @@ MEDIUM_REFERENCE = 82.7
 def parse_args(argv=None):
     """The flags of `configs.LMRoundsConfig` (as `relmem-train-lm --budget-minutes ...` parses them, over the
     config's own defaults), the run's, --name and --report."""
-    return parse_config(argv, LMRoundsConfig, "runs/bench_ptb_lm", RESULTS, __doc__.splitlines()[0])
+    return common.parse_config(argv, LMRoundsConfig, "runs/bench_ptb_lm", RESULTS, __doc__.splitlines()[0])
 
 
 def run(args):
     """Train the run `args` describe (`kr.train` of its `LMRoundsConfig`) in WORKDIR/<name>, its result recorded
     in the bench's table as it goes."""
     name = args.name or args.model
-    arguments = run_arguments(args, "data_dir")
-    train_config(args, pathlib.Path(args.workdir) / name, "ptb_lm",
-                 lambda result: merge_result(args.results, name, result, arguments))
+    arguments = common.run_arguments(args, "data_dir")
+    common.train_config(args, pathlib.Path(args.workdir) / name, "ptb_lm",
+                 lambda result: common.merge_result(args.results, name, result, arguments))
 
 
 def markdown(results):
@@ -81,7 +71,7 @@ def markdown(results):
     lines = ["| model | seed | test ppl | valid ppl | lowest valid ppl on the way (minute) | training minutes "
              "| epochs | tokens | parameters | test ppl of the best valid round (its valid ppl, minute) |",
              "|" + "---|" * 10]
-    for name in run_names(results):
+    for name in common.run_names(results):
         r, seed = results[name], results.get("args", {}).get(name, {}).get("seed", 0)
         test = f"{r['perplexity']:.1f}" if r.get("complete") else "(unfinished)"
         lowest = best_entry(r.get("curve", []), "val_perplexity")
@@ -97,15 +87,15 @@ def markdown(results):
 
 
 def report(args):
-    results = read_results(args.results)
+    results = common.read_results(args.results)
     print(markdown(results))
-    path = draw_model_curves(results, "val_perplexity", "validation perplexity",
+    path = common.draw_model_curves(results, "val_perplexity", "validation perplexity",
                              "PTB: equal training time on one CPU core", args.results, log_y=True)
     print(f"Wrote {path}")
 
 
 def main(argv=None):
-    dispatch(parse_args(argv), run, report=report)
+    common.dispatch(parse_args(argv), run, report=report)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from bench.common import merge_result  # noqa: E402
 
 RESULTS_DIR = pathlib.Path(__file__).parent / "results"
-
 RESULTS = RESULTS_DIR / "lm_speed.json"
 MODES = {"tensorflow": ["graph", "XLA"], "jax": ["jit"]}
 REFERENCE = "RMC, RNN(cell) (reference)"

@@ -31,11 +31,10 @@ import statistics
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from bench.common import add_bench_arguments, dispatch, limit_threads, read_results, run_arguments, update_results  # noqa: E402
-
-RESULTS_DIR = pathlib.Path(__file__).parent / "results"
 from keras_relmem.data import lte  # noqa: E402
 from keras_relmem.training import saved_curve, train_in_rounds  # noqa: E402
 
+RESULTS_DIR = pathlib.Path(__file__).parent / "results"
 RESULTS = RESULTS_DIR / "lte.json"
 # Santoro et al. 2018, Table 1: per-character test accuracy (%), literal length 5, nesting 2.
 PAPER = {
@@ -223,9 +222,34 @@ def summarize(results):
                 for setting in sorted(settings)}
     results["tasks"] = {task: tasks[task] for task in lte.TASKS if task in tasks}
     results["comparisons"] = {task: comparisons[task] for task in lte.TASKS if task in comparisons}
+    # a tuning grid: every row of a task (each model's default and its variants) at the fewest examples any
+    # of them trained, so that sizes and rates are compared as the models are
+    grids = {task: _grid(results["runs"], task, rows) for task, rows in results["tasks"].items() if len(rows) > 2}
+    results["grids"] = {task: grid for task, grid in grids.items() if grid}
     # one schedule for every model (the level set by examples trained), or each model's own probe
     shared = {bool(args.get("advance_every")) for key, args in results.get("args", {}).items()}
     results["curriculum"] = "shared" if shared == {True} else "per-model" if shared == {False} else "mixed"
+
+
+def _grid(every_run, task, rows):
+    """Each row of `task` at the fewest examples any of its counted seeds trained: `{"examples": n, "level":
+    [length, nesting] (when every run recorded one and they agree), "rows": {label: median accuracy there}}`."""
+    runs = [r for r in every_run.values() if r["task"] == task and str(r["seed"]) in rows[_label(r)]["seeds"]]
+    if not runs:
+        return None
+    limit = min(r["examples"] for r in runs)
+    grid = {"examples": limit, "rows": {label: statistics.median(_at(r, "examples", limit) for r in runs
+                                                                 if _label(r) == label)
+                                        for label in sorted(rows, key=_row_order)}}
+    levels = {tuple(_at(r, "examples", limit, metric="level") or ()) for r in runs}
+    if len(levels) == 1 and () not in levels:
+        grid["level"] = list(levels.pop())
+    return grid
+
+
+def _row_order(label):
+    """The models' own rows first (RMC, LSTM, EntNet), then the variants by label."""
+    return (MODELS.index(label) if label in MODELS else len(MODELS), label)
 
 
 def _compare(every_run, task, rows, rmc, lstm):
@@ -261,7 +285,7 @@ def markdown(results):
                          "| training minutes | paper % |", "|" + "---|" * 8]
     for task, rows in results.get("tasks", {}).items():
         # the models' own rows first (RMC, LSTM, EntNet), then the variants by label
-        for label in sorted(rows, key=lambda label: (MODELS.index(label) if label in MODELS else len(MODELS), label)):
+        for label in sorted(rows, key=_row_order):
             row = rows[label]
             state = "" if row["complete"] else " (unfinished)"
             seeds = ", ".join([f"{seed}: {value:.1f}" for seed, value in row["seeds"].items()]
@@ -285,6 +309,11 @@ def markdown(results):
                     f"({level[0]}, {level[1]}), " if isinstance(level, list) else f"{level}, ")
                 lines.append(f"| {name} | {int(e['examples']):,d}, {level}{e['rmc']:.1f}, {e['lstm']:.1f} "
                              f"| {m['minutes']:.1f}, {m['rmc']:.1f}, {m['lstm']:.1f} |")
+    for task, grid in results.get("grids", {}).items():
+        level = f", level ({grid['level'][0]}, {grid['level'][1]})" if "level" in grid else ""
+        lines += ["", f"{task}, every row at {grid['examples']:,d} training examples{level}:", "",
+                  "| row | per-character accuracy % |", "|---|---|"]
+        lines += [f"| {label.upper()} | {accuracy:.1f} |" for label, accuracy in grid["rows"].items()]
     return "\n".join(lines)
 
 

@@ -23,13 +23,12 @@ import pathlib
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from bench.common import cell, dispatch, limit_threads, parse_config, read_results, seconds_for_steps  # noqa: E402
-
-RESULTS_DIR = pathlib.Path(__file__).parent / "results"
 from keras_relmem.tasks import babi_joint  # noqa: E402
 from keras_relmem.tasks.babi_joint import hops_spearman, solved_hops_spearman  # noqa: E402
 
 # --tasks chooses the tasks one model trains on, so the results page's commands keep it
 IN_COMMAND = {"tasks"}
+RESULTS_DIR = pathlib.Path(__file__).parent / "results"
 RESULTS = RESULTS_DIR / "memo_babi.json"
 SPEED_RESULTS = RESULTS_DIR / "memo_babi_speed.json"
 # Banino et al. 2020, Table 3 (joint bAbI 10k): mean test error (%) and tasks solved.

@@ -42,9 +42,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from bench.common import cell, dispatch, parse_config, read_results, record_model_result, run_arguments, train_config  # noqa: E402
-
-RESULTS_DIR = pathlib.Path(__file__).parent / "results"
+from bench import common  # noqa: E402
 from keras_relmem.configs import PAIConfig  # noqa: E402
 from keras_relmem.tasks.pai import (  # noqa: E402, F401  (the library's PAI, as the tests and modes use it)
     build,
@@ -59,6 +57,7 @@ from keras_relmem.tasks.pai import (  # noqa: E402, F401  (the library's PAI, as
     test_pass,
 )
 
+RESULTS_DIR = pathlib.Path(__file__).parent / "results"
 RESULTS = RESULTS_DIR / "memo_pai.json"
 # Banino et al. 2020: MEMO's test accuracy (%) by query type, Table 1 (length 3),
 # Table 5 (length 4) and Table 6 (length 5), as quoted in our issue tracker.
@@ -72,7 +71,7 @@ PAPER = {
 def parse_args(argv=None):
     """The flags of `configs.PAIConfig` (as `relmem-train-memo --task pai` parses them, over the config's own
     defaults), the run's, and the bench's modes."""
-    args = parse_config(argv, PAIConfig, "runs/bench_memo_pai", RESULTS, __doc__.splitlines()[0],
+    args = common.parse_config(argv, PAIConfig, "runs/bench_memo_pai", RESULTS, __doc__.splitlines()[0],
                         modes=(("latency", "MEMO's inference latency by hops taken, from the trained model in "
                                            "--workdir"),
                                ("hop_profile", "per query type and hop: accuracy of that hop's answer, the halting "
@@ -85,10 +84,10 @@ def parse_args(argv=None):
 def run(args):
     """Train the run `args` describe (`kr.train` of its `PAIConfig`) in WORKDIR/<length>/<model>, its result
     recorded in the bench's table as it goes."""
-    arguments = run_arguments(args, "latency", "hop_profile", "hops")
+    arguments = common.run_arguments(args, "latency", "hop_profile", "hops")
     workdir = pathlib.Path(args.workdir) / str(args.length) / args.model
-    train_config(args, workdir, "memo_pai",
-                 lambda result: record_model_result(args.results, str(args.length), args.model, result, arguments))
+    common.train_config(args, workdir, "memo_pai", lambda result: common.record_model_result(
+        args.results, str(args.length), args.model, result, arguments))
     report(args)
 
 
@@ -102,8 +101,8 @@ def markdown(results):
         lines = [f"Paired associative inference, length {length}:", "",
                  "| query | MEMO % | MEMO hops | EMN % | paper MEMO % |", "|---|---|---|---|---|"]
         for kind in kinds:
-            lines.append(f"| {kind} | {cell(entry.get(kind))} | {cell(entry.get('hops', {}).get(kind))} "
-                         f"| {cell(emn.get(kind))} | {cell(PAPER.get(length, {}).get(kind))} |")
+            lines.append(f"| {kind} | {common.cell(entry.get(kind))} | {common.cell(entry.get('hops', {}).get(kind))} "
+                         f"| {common.cell(emn.get(kind))} | {common.cell(PAPER.get(length, {}).get(kind))} |")
         lines.append("")
         for name, result in (("MEMO", entry), ("EMN", emn)):
             if "minutes" in result:
@@ -118,7 +117,7 @@ def markdown(results):
 
 
 def report(args):
-    print(markdown(read_results(args.results)))
+    print(markdown(common.read_results(args.results)))
 
 
 def latency(args):
@@ -205,7 +204,7 @@ def hop_profile(args, model=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    dispatch(args, run, report=report, latency=latency, hop_profile=hop_profile)
+    common.dispatch(args, run, report=report, latency=latency, hop_profile=hop_profile)
 
 
 if __name__ == "__main__":

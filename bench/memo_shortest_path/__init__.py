@@ -34,9 +34,7 @@ import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from bench.common import cell, dispatch, parse_config, read_results, record_model_result, run_arguments, train_config  # noqa: E402
-
-RESULTS_DIR = pathlib.Path(__file__).parent / "results"
+from bench import common  # noqa: E402
 from keras_relmem.configs import ShortestPathConfig  # noqa: E402
 from keras_relmem.tasks.shortest_path import (  # noqa: E402, F401  (the library's, as the tests use it)
     NODE_NAMES,
@@ -47,6 +45,7 @@ from keras_relmem.tasks.shortest_path import (  # noqa: E402, F401  (the library
     training_examples,
 )
 
+RESULTS_DIR = pathlib.Path(__file__).parent / "results"
 RESULTS = RESULTS_DIR / "memo_shortest_path.json"
 SETTINGS = ("10/2/2", "20/3/3", "20/5/3")
 # Banino et al. 2020, Table 2: test accuracy (%) of the first and second node of the path.
@@ -59,7 +58,7 @@ PAPER = {
 def parse_args(argv=None):
     """The flags of `configs.ShortestPathConfig` (as `relmem-train-memo --task shortest_path` parses them, over the
     config's own defaults), the run's, and the bench's --report. The graph's sizes and MEMO's hops follow."""
-    args = parse_config(argv, ShortestPathConfig, "runs/bench_memo_shortest_path", RESULTS,
+    args = common.parse_config(argv, ShortestPathConfig, "runs/bench_memo_shortest_path", RESULTS,
                         __doc__.splitlines()[0], derived=("hops", "graph"))
     args.nodes, args.degree, args.length = args.config.graph
     args.max_hops = args.hops
@@ -69,10 +68,10 @@ def parse_args(argv=None):
 def run(args):
     """Train the run `args` describe (`kr.train` of its `ShortestPathConfig`) in WORKDIR/<setting>/<model>, its
     result recorded in the bench's table as it goes."""
-    arguments = run_arguments(args, "hops", "graph")
+    arguments = common.run_arguments(args, "hops", "graph")
     workdir = pathlib.Path(args.workdir) / args.setting.replace("/", "-") / args.model
-    train_config(args, workdir, "memo_shortest_path",
-                 lambda result: record_model_result(args.results, args.setting, args.model, result, arguments))
+    common.train_config(args, workdir, "memo_shortest_path",
+                 lambda result: common.record_model_result(args.results, args.setting, args.model, result, arguments))
     report(args)
 
 
@@ -88,8 +87,9 @@ def markdown(results):
                 continue
             paper = PAPER["MEMO"].get(setting, (None, None))[index] if index < 2 else None
             dnc = PAPER["DNC"].get(setting, (None, None))[index] if index < 2 else None
-            lines.append(f"| {setting} | {name} | {cell(entry.get(name))} | {cell(entry.get('hops', {}).get(name))} "
-                         f"| {cell(emn.get(name))} | {cell(paper, '.1f')} | {cell(dnc, '.1f')} |")
+            hops = entry.get("hops", {}).get(name)
+            lines.append(f"| {setting} | {name} | {common.cell(entry.get(name))} | {common.cell(hops)} "
+                         f"| {common.cell(emn.get(name))} | {common.cell(paper, '.1f')} | {common.cell(dnc, '.1f')} |")
         for model, result in (("MEMO", entry), ("EMN", emn)):
             if "minutes" in result:
                 state = "complete" if result.get("complete") else "unfinished"
@@ -99,11 +99,11 @@ def markdown(results):
 
 
 def report(args):
-    print(markdown(read_results(args.results)))
+    print(markdown(common.read_results(args.results)))
 
 
 def main(argv=None):
-    dispatch(parse_args(argv), run, report=report)
+    common.dispatch(parse_args(argv), run, report=report)
 
 
 if __name__ == "__main__":

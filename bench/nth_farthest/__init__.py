@@ -36,21 +36,11 @@ import os
 import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from bench.common import (  # noqa: E402
-    dispatch,
-    draw_model_curves,
-    merge_result,
-    parse_config,
-    read_results,
-    run_arguments,
-    run_names,
-    train_config,
-)
-
-RESULTS_DIR = pathlib.Path(__file__).parent / "results"
+from bench import common  # noqa: E402
 from keras_relmem.configs import NthFarthestRoundsConfig  # noqa: E402
 from keras_relmem.tasks.nth_farthest import curriculum_start, next_questions  # noqa: E402, F401
 
+RESULTS_DIR = pathlib.Path(__file__).parent / "results"
 RESULTS = RESULTS_DIR / "nth_farthest.json"
 # Santoro et al. 2018, Fig. 3 (8 objects of 16 features): final test accuracy.
 PAPER = {"rmc": 91.0, "lstm": 30.0}
@@ -59,7 +49,7 @@ PAPER = {"rmc": 91.0, "lstm": 30.0}
 def parse_args(argv=None):
     """The flags of `configs.NthFarthestRoundsConfig` (as `relmem-train-nth-farthest --budget-minutes ...`
     parses them, over the config's own defaults), the run's, --name and --report."""
-    return parse_config(argv, NthFarthestRoundsConfig, "runs/bench_nth_farthest", RESULTS,
+    return common.parse_config(argv, NthFarthestRoundsConfig, "runs/bench_nth_farthest", RESULTS,
                         __doc__.splitlines()[0])
 
 
@@ -67,9 +57,9 @@ def run(args):
     """Train the run `args` describe (`kr.train` of its `NthFarthestRoundsConfig`) in WORKDIR/<name>, its result
     recorded in the bench's table as it goes."""
     name = args.name or args.model
-    arguments = run_arguments(args)
-    train_config(args, pathlib.Path(args.workdir) / name, "nth_farthest",
-                 lambda result: merge_result(args.results, name, result, arguments))
+    arguments = common.run_arguments(args)
+    common.train_config(args, pathlib.Path(args.workdir) / name, "nth_farthest",
+                 lambda result: common.merge_result(args.results, name, result, arguments))
 
 
 def without_distances(num_objects, questions=None):
@@ -120,7 +110,7 @@ def markdown(results):
              f"| examples | first {ABOVE_THE_GUESS:g} points above the guess: minutes, examples | parameters "
              "| paper % |",
              "|" + "---|" * 11]
-    for name in run_names(results):
+    for name in common.run_names(results):
         r, run_args = results[name], results.get("args", {}).get(name, {})
         state = "" if r.get("complete") else " (unfinished)"
         model = run_args.get("model", name)
@@ -141,21 +131,21 @@ def markdown(results):
 
 
 def report(args):
-    results = read_results(args.results)
+    results = common.read_results(args.results)
     print(markdown(results))
     # A curriculum's training asks only the n reached so far while the test asks every n, so its test curve
     # stays flat until late; the training curve beside it shows whether the first question is being learnt.
-    curricula = {name: ("train_accuracy", "(training, n asked)") for name in run_names(results)
+    curricula = {name: ("train_accuracy", "(training, n asked)") for name in common.run_names(results)
                  if results.get("args", {}).get(name, {}).get("curriculum") is not None}
     title = "Nth Farthest: equal training time on one CPU core"
     title += "\n(solid: test accuracy, dashed: training accuracy)" if curricula else ""
-    path = draw_model_curves(results, "test_accuracy", "accuracy (%)" if curricula else "test accuracy (%)",
+    path = common.draw_model_curves(results, "test_accuracy", "accuracy (%)" if curricula else "test accuracy (%)",
                              title, args.results, dashed=curricula)
     print(f"Wrote {path}")
 
 
 def main(argv=None):
-    dispatch(parse_args(argv), run, report=report)
+    common.dispatch(parse_args(argv), run, report=report)
 
 
 if __name__ == "__main__":

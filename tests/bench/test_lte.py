@@ -114,3 +114,22 @@ def test_a_variant_row_draws_its_own_curve():
     assert set(panels["program"]) == {"RMC seed 0", "RMC_LR3E-3 seed 0"}
     assert panels["program"]["RMC_LR3E-3 seed 0"][-1]["accuracy"] == 24
     assert set(panels["copy"]) == {"LSTM seed 1 (unfinished)"}
+
+
+def test_a_tuning_grid_sets_every_row_at_the_fewest_examples_any_trained():
+    # rows rmc (3 rounds), lstm (6) and the variant rmc_h64 (2 rounds of 100 examples): all at 200 examples
+    runs = {"rmc": _run("add", "rmc", 0, [10, 50, 80], 100, 2.0),
+            "lstm": _run("add", "lstm", 0, [5, 20, 30, 40, 60, 70], 100, 1.0),
+            "rmc_h64": {**_run("add", "rmc", 0, [15, 55], 100, 3.0), "label": "rmc_h64"}}
+    for run in runs.values():
+        for row in run["curve"]:
+            row["level"] = [2, 1] if row["examples"] <= 200 else [3, 1]
+    results = {"runs": runs}
+    bench_lte.summarize(results)
+    assert results["grids"]["add"] == {"examples": 200, "level": [2, 1],
+                                       "rows": {"rmc": 50, "lstm": 20, "rmc_h64": 55}}
+    table = bench_lte.markdown(results)
+    assert "add, every row at 200 training examples, level (2, 1):" in table and "| RMC_H64 | 55.0 |" in table
+    del runs["rmc_h64"]
+    bench_lte.summarize(results)
+    assert results["grids"] == {}  # two rows are the comparison above, not a grid
