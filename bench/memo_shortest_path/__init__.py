@@ -17,7 +17,7 @@ Node ids are words (`vocab_size = nodes + 1`, 0 pads graphs with fewer
 edges). `--model memo` trains MEMO with REINFORCE halting; `--model emn` the
 end-to-end memory network style baseline of ``bench.memo_pai`` (a fact's
 items summed, one hop). Fresh graphs every round; training in rounds until
-`--budget-minutes` of training time, resumable (`bench.budget`). Results:
+`--budget-minutes` of training time, resumable. Results:
 `bench/memo_shortest_path/results/memo_shortest_path.json` as `{"20/3/3": {"first_node": %,
 "second_node": %, "path": %, "hops": {...}, "minutes": m, ..., "EMN":
 {...}}}`.

@@ -101,7 +101,7 @@ def test_lm_flags_are_checked(capsys, tmp_path):
     assert "No ptb train file" in capsys.readouterr().err
 
 
-@pytest.mark.slow  # a training run; tests/test_bench_nth_farthest.py trains the same model by default
+@pytest.mark.slow  # a training run; tests/bench/test_nth_farthest.py trains the same model by default
 def test_nth_farthest_tiny_run_reports_accuracy_curve(tmp_path, capsys):
     results = commands.nth_farthest(
         ["--epochs", "2", "--train-examples", "256", "--test-examples", "64", "--mem-slots", "2",
