@@ -53,6 +53,15 @@ def test_python_m_bench_lists_every_study_with_its_question_and_commands(capsys)
         bench_main.main(["ptb"])
 
 
+def test_python_m_bench_study_lists_its_results_files_with_their_commands(capsys):
+    bench_main.main(["memo_shortest_path"])
+    listing = capsys.readouterr().out
+    assert listing.startswith("memo_shortest_path: Does MEMO find")
+    assert "Shortest paths (the paper's Table 2) (headline, bench/memo_shortest_path/results/" in listing
+    assert ("    python -m bench.memo_shortest_path --setting 20/5/3 --threads 1 --halting-inputs distance --results "
+            "bench/memo_shortest_path/results/memo_shortest_path.json") in listing
+
+
 @needs_data
 @pytest.mark.parametrize("study", STUDIES)
 def test_a_tiny_run_of_each_study_writes_its_schema(study, tmp_path):
