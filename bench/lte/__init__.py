@@ -222,9 +222,8 @@ def summarize(results):
                 for setting in sorted(settings)}
     results["tasks"] = {task: tasks[task] for task in lte.TASKS if task in tasks}
     results["comparisons"] = {task: comparisons[task] for task in lte.TASKS if task in comparisons}
-    # a tuning grid: every row of a task (each model's default and its variants) at the fewest examples any
-    # of them trained, so that sizes and rates are compared as the models are
-    grids = {task: _grid(results["runs"], task, rows) for task, rows in results["tasks"].items() if len(rows) > 2}
+    # a tuning grid: each variant against its model's default at equal examples, as the models are compared
+    grids = {task: _grid(results["runs"], task, rows) for task, rows in results["tasks"].items()}
     results["grids"] = {task: grid for task, grid in grids.items() if grid}
     # one schedule for every model (the level set by examples trained), or each model's own probe
     shared = {bool(args.get("advance_every")) for key, args in results.get("args", {}).items()}
@@ -232,18 +231,18 @@ def summarize(results):
 
 
 def _grid(every_run, task, rows):
-    """Each row of `task` at the fewest examples any of its counted seeds trained: `{"examples": n, "level":
-    [length, nesting] (when every run recorded one and they agree), "rows": {label: median accuracy there}}`."""
-    runs = [r for r in every_run.values() if r["task"] == task and str(r["seed"]) in rows[_label(r)]["seeds"]]
-    if not runs:
-        return None
-    limit = min(r["examples"] for r in runs)
-    grid = {"examples": limit, "rows": {label: statistics.median(_at(r, "examples", limit) for r in runs
-                                                                 if _label(r) == label)
-                                        for label in sorted(rows, key=_row_order)}}
-    levels = {tuple(_at(r, "examples", limit, metric="level") or ()) for r in runs}
-    if len(levels) == 1 and () not in levels:
-        grid["level"] = list(levels.pop())
+    """Each variant row of `task` (a `--label` of a tuning grid) against its model's default row, at equal
+    examples (the fewer either trained): `{label: {"examples": n, "level": [length, nesting], "accuracy":
+    variant %, "default": default %}}`, medians over the seeds both rows counted."""
+    grid = {}
+    for label in sorted(rows, key=_row_order):
+        model = rows[label]["model"]
+        if label in MODELS or model not in rows:
+            continue
+        compared = _compare(every_run, task, rows, label, model)["equal_examples"]
+        level = compared.get("level")
+        grid[label] = {"examples": compared["examples"], **({"level": level} if isinstance(level, list) else {}),
+                       "accuracy": compared["rmc"], "default": compared["lstm"]}
     return grid
 
 
@@ -309,11 +308,14 @@ def markdown(results):
                     f"({level[0]}, {level[1]}), " if isinstance(level, list) else f"{level}, ")
                 lines.append(f"| {name} | {int(e['examples']):,d}, {level}{e['rmc']:.1f}, {e['lstm']:.1f} "
                              f"| {m['minutes']:.1f}, {m['rmc']:.1f}, {m['lstm']:.1f} |")
-    for task, grid in results.get("grids", {}).items():
-        level = f", level ({grid['level'][0]}, {grid['level'][1]})" if "level" in grid else ""
-        lines += ["", f"{task}, every row at {grid['examples']:,d} training examples{level}:", "",
-                  "| row | per-character accuracy % |", "|---|---|"]
-        lines += [f"| {label.upper()} | {accuracy:.1f} |" for label, accuracy in grid["rows"].items()]
+    if results.get("grids"):
+        lines += ["", "| task | variant | equal examples: examples, level, variant %, its model's default % |",
+                  "|---|---|---|"]
+        for task, grid in results["grids"].items():
+            for label, row in grid.items():
+                level = f"({row['level'][0]}, {row['level'][1]}), " if "level" in row else ""
+                lines.append(f"| {task} | {label.upper()} | {int(row['examples']):,d}, {level}{row['accuracy']:.1f}, "
+                             f"{row['default']:.1f} |")
     return "\n".join(lines)
 
 

@@ -116,20 +116,24 @@ def test_a_variant_row_draws_its_own_curve():
     assert set(panels["copy"]) == {"LSTM seed 1 (unfinished)"}
 
 
-def test_a_tuning_grid_sets_every_row_at_the_fewest_examples_any_trained():
-    # rows rmc (3 rounds), lstm (6) and the variant rmc_h64 (2 rounds of 100 examples): all at 200 examples
+def test_a_tuning_grid_sets_each_variant_against_its_models_default_at_equal_examples():
+    # rows rmc (3 rounds of 100 examples), lstm (6) and the variants rmc_h64 (2 rounds) and lstm_u512 (4)
     runs = {"rmc": _run("add", "rmc", 0, [10, 50, 80], 100, 2.0),
             "lstm": _run("add", "lstm", 0, [5, 20, 30, 40, 60, 70], 100, 1.0),
-            "rmc_h64": {**_run("add", "rmc", 0, [15, 55], 100, 3.0), "label": "rmc_h64"}}
+            "rmc_h64": {**_run("add", "rmc", 0, [15, 55], 100, 3.0), "label": "rmc_h64"},
+            "lstm_u512": {**_run("add", "lstm", 0, [1, 2, 3, 90], 100, 1.0), "label": "lstm_u512"}}
     for run in runs.values():
         for row in run["curve"]:
             row["level"] = [2, 1] if row["examples"] <= 200 else [3, 1]
     results = {"runs": runs}
     bench_lte.summarize(results)
-    assert results["grids"]["add"] == {"examples": 200, "level": [2, 1],
-                                       "rows": {"rmc": 50, "lstm": 20, "rmc_h64": 55}}
+    # rmc_h64 at its 200 examples against the RMC's second round; lstm_u512 at 400 against the LSTM's fourth
+    assert results["grids"]["add"] == {
+        "lstm_u512": {"examples": 400, "level": [3, 1], "accuracy": 90, "default": 40},
+        "rmc_h64": {"examples": 200, "level": [2, 1], "accuracy": 55, "default": 50}}
     table = bench_lte.markdown(results)
-    assert "add, every row at 200 training examples, level (2, 1):" in table and "| RMC_H64 | 55.0 |" in table
-    del runs["rmc_h64"]
+    assert "| add | RMC_H64 | 200, (2, 1), 55.0, 50.0 |" in table
+    assert "| add | LSTM_U512 | 400, (3, 1), 90.0, 40.0 |" in table
+    del runs["rmc_h64"], runs["lstm_u512"]
     bench_lte.summarize(results)
-    assert results["grids"] == {}  # two rows are the comparison above, not a grid
+    assert results["grids"] == {}  # no variants: the comparison above is the whole table
