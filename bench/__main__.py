@@ -3,19 +3,9 @@ lists what the study keeps, each results file with the commands that made it; `p
 runs the study's runner with them (`python -m bench lte --help`)."""
 
 import importlib
-import pathlib
 import sys
 
-from bench import STUDIES
-
-
-def commands(study):
-    """The study's commands: its runner, then each module beside it that has a `main`."""
-    # read, not imported: a runner imports its backend, and the listing needs none
-    folder = pathlib.Path(__file__).with_name(study)
-    others = [path.stem for path in sorted(folder.glob("*.py"))
-              if not path.stem.startswith("_") and "\ndef main(" in path.read_text()]
-    return [f"python -m bench.{study}"] + [f"python -m bench.{study}.{name}" for name in others]
+from bench import STUDIES, study_commands
 
 
 def listing():
@@ -23,7 +13,7 @@ def listing():
 
     lines = []
     for study in catalogue.studies():
-        lines += [f"{study.name}: {study.question}", *(f"    {command}" for command in commands(study.name)), ""]
+        lines += [f"{study.name}: {study.question}", *(f"    {command}" for command in study_commands(study.name)), ""]
     return "\n".join(lines).rstrip()
 
 

@@ -283,7 +283,6 @@ def markdown(results):
              else []) + [f"| task | model | per-character accuracy %, {accuracy} | seeds | solved % | examples "
                          "| training minutes | paper % |", "|" + "---|" * 8]
     for task, rows in results.get("tasks", {}).items():
-        # the models' own rows first (RMC, LSTM, EntNet), then the variants by label
         for label in sorted(rows, key=_row_order):
             row = rows[label]
             state = "" if row["complete"] else " (unfinished)"
