@@ -17,8 +17,8 @@ Two generators (`style`):
   takes it); the answer has no end mark: its length is known from the target,
   and the loss and accuracy cover its characters only (padding after it is
   masked, as Sonnet masks it).
-- `"v1"`: the generator of keras-relmem 1.0, which `bench/lte/results/lte.json`'s
-  earlier runs cite: literals uniform in `[1, 10**length)`, a `print(...)`
+- `"v1"`: the generator of keras-relmem 1.0, which 1.0's Learning to Execute
+  runs used (their page is in the benchmarks' archive): literals uniform in `[1, 10**length)`, a `print(...)`
   around the last expression, Python's value as the target, and a trained
   end mark after the answer.
 
@@ -330,6 +330,7 @@ class CurriculumLevel:
                 if not self.advance():
                     break
         return self.level
+
     @property
     def at_target(self):
         return self.level == self.target

@@ -28,14 +28,26 @@ def test_tiny_runs_and_their_summary(tmp_path):
     seeds = [written["runs"][f"copy/lstm/seed{s}"]["accuracy"] for s in (0, 1)]
     assert lstm["seeds"] == {"0": seeds[0], "1": seeds[1]} and lstm["accuracy"] == pytest.approx(sum(seeds) / 2)
     assert set(written["comparisons"]["copy"]) == {"equal_examples", "equal_minutes"}
+    # one schedule for every model by default: the first round trains at (1, 1), set by examples, not a probe
+    first = written["runs"]["copy/lstm/seed0"]["curve"][0]
+    assert written["curriculum"] == "shared" and first["level"] == [1, 1] and "level_accuracy" not in first
+    assert written["args"]["runs/copy/rmc/seed0"]["advance_every"] == bench_lte.ADVANCE_EVERY
+    table = bench_lte.markdown(written).splitlines()
+    assert table[0].startswith("Curriculum: shared")
+    assert table[4].startswith("| copy | RMC |") and table[4].endswith("| 100.0 |")  # the paper's RMC copy figure
+    assert table[5].startswith("| copy | LSTM |") and table[6].startswith("| copy | LSTM_U12 |")
+    assert table[6].endswith("|  |")  # a variant has no paper figure
+
+
+
+def test_each_models_own_probe_as_1_0_measured(tmp_path):
+    results = tmp_path / "lte.json"
+    bench_lte.main(["--model", "lstm", "--units", "8", "--advance-every", "0", *TINY, "--workdir", str(tmp_path),
+                    "--results", str(results)])
+    written = json.loads(results.read_text())
     # the first round trained below the target (length 1 of 2): the probe that decides the curriculum is kept
     first = written["runs"]["copy/lstm/seed0"]["curve"][0]
-    assert first["level"] == [1, 1] and 0 <= first["level_accuracy"] <= 100
-    table = bench_lte.markdown(written).splitlines()
-    assert table[2].startswith("| copy | RMC |") and table[2].endswith("| 100.0 |")  # the paper's RMC copy figure
-    assert table[3].startswith("| copy | LSTM |") and table[4].startswith("| copy | LSTM_U12 |")
-    assert table[4].endswith("|  |")  # a variant has no paper figure
-
+    assert written["curriculum"] == "per-model" and first["level"] == [1, 1] and 0 <= first["level_accuracy"] <= 100
 
 def _run(task, model, seed, accuracies, examples_per_round, minutes_per_round):
     curve = [{"examples": (i + 1) * examples_per_round, "minutes": (i + 1) * minutes_per_round, "accuracy": a,
@@ -48,14 +60,15 @@ def _run(task, model, seed, accuracies, examples_per_round, minutes_per_round):
 def test_equal_examples_and_equal_minutes():
     # the RMC: 100 examples and 2 minutes a round; the LSTM: 100 examples and 1 minute a round
     runs = {"rmc": _run("add", "rmc", 0, [10, 50, 80], 100, 2.0),
-            "lstm": _run("add", "lstm", 0, [5, 20, 30, 40, 60, 70], 100, 1.0)}
+            "lstm": _run("add", "lstm", 0, [5, 35, 30, 40, 60, 70], 100, 1.0)}
     results = {"runs": runs}
     bench_lte.summarize(results)
     equal = results["comparisons"]["add"]
-    # at 300 examples (the RMC's all): RMC 80, LSTM after its third round 30
-    assert equal["equal_examples"] == {"examples": 300, "rmc": 80, "lstm": 30}
+    # at 300 examples (the RMC's all): RMC 80, LSTM after its third round 30; the LSTM's best by then (the
+    # paper's measure) was its second round's 35
+    assert equal["equal_examples"] == {"examples": 300, "rmc": 80, "lstm": 30, "best": {"rmc": 80, "lstm": 35}}
     # at 6 minutes (both budgets): RMC 80, LSTM 70
-    assert equal["equal_minutes"] == {"minutes": 6.0, "rmc": 80, "lstm": 70}
+    assert equal["equal_minutes"] == {"minutes": 6.0, "rmc": 80, "lstm": 70, "best": {"rmc": 80, "lstm": 70}}
     assert results["tasks"]["add"]["rmc"]["seeds"] == {"0": 80}
 
 
@@ -78,7 +91,8 @@ def test_a_seed_still_training_stays_out_of_the_row_of_the_finished_ones():
     row = results["tasks"]["program"]["rmc"]
     assert (row["accuracy"], row["seeds"], row["unfinished_seeds"], row["complete"]) == (40, {"0": 40}, {"1": 9}, True)
     # the comparison too is between finished runs: at the RMC seed 0's 300 examples, not seed 1's 200
-    assert results["comparisons"]["program"]["equal_examples"] == {"examples": 300, "rmc": 40, "lstm": 30}
+    assert results["comparisons"]["program"]["equal_examples"] == {"examples": 300, "rmc": 40, "lstm": 30,
+                                                                   "best": {"rmc": 40, "lstm": 30}}
     assert "1: 9.0 (unfinished)" in bench_lte.markdown(results)
     # with no seed finished, the unfinished ones are the row (marked so)
     alone = {"runs": {"b": unfinished}}
@@ -97,10 +111,11 @@ def test_rows_of_one_setting_are_compared_under_settings():
     results = {"runs": runs}
     bench_lte.summarize(results)
     program = results["comparisons"]["program"]
-    assert program["equal_examples"] == {"examples": 200, "rmc": 20, "lstm": 15}
+    assert program["equal_examples"] == {"examples": 200, "rmc": 20, "lstm": 15, "best": {"rmc": 20, "lstm": 15}}
     # at 300 examples (what the RMC at 3e-3 trained): RMC 30, the LSTM's seeds 50 and 45, median 47.5
-    assert program["settings"] == {"lr3e-3": {"equal_examples": {"examples": 300, "rmc": 30, "lstm": 47.5},
-                                              "equal_minutes": {"minutes": 4.0, "rmc": 24, "lstm": 57.5}}}
+    assert program["settings"] == {"lr3e-3": {
+        "equal_examples": {"examples": 300, "rmc": 30, "lstm": 47.5, "best": {"rmc": 30, "lstm": 47.5}},
+        "equal_minutes": {"minutes": 4.0, "rmc": 24, "lstm": 57.5, "best": {"rmc": 24, "lstm": 57.5}}}}
     table = bench_lte.markdown(results)
     assert "| program (lr3e-3) | 300, 30.0, 47.5 | 4.0, 24.0, 57.5 |" in table
 

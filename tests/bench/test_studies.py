@@ -32,7 +32,7 @@ TINY = {
                       "0.01"], "nth_farthest.json"),
     "lte": (["--task", "add", "--length", "2", "--steps-per-round", "2", "--batch-size", "4", "--test-examples",
              "20", "--budget-minutes", "0.01", "--embedding-dim", "8", "--mlp-units", "8", "--mem-slots", "2",
-             "--head-size", "4", "--num-heads", "2", "--advance-every", "8"], "lte_shared.json"),
+             "--head-size", "4", "--num-heads", "2", "--advance-every", "8"], "lte.json"),
     "lm": (["--model", "lstm", "--units", "8", "--num-layers", "1", "--batch-size", "4", "--bptt", "5",
             "--batches-per-round", "2", "--budget-minutes", "0.01"], "ptb_lm_fair.json"),
     "serving": (["--seconds", "0.2", "--clients", "1", "--rows", "8", "--max-rows", "4"], "serving_one_path.json"),
