@@ -237,7 +237,7 @@ def budget_curves(curves, key, ylabel, title, path, log_y=False, dashed=None):
     return _save(fig, path)
 
 
-def panel_curves(panels, x, key, xlabel, ylabel, title, path, columns=3):
+def panel_curves(panels, x, key, xlabel, ylabel, title, path, columns=3, marks=None):
     """One small plot per panel (e.g. per task), each with a curve per run, `key` against `x`.
 
     Args:
@@ -246,6 +246,8 @@ def panel_curves(panels, x, key, xlabel, ylabel, title, path, columns=3):
         xlabel, ylabel, title: axis labels and the figure's title.
         path: PNG to write.
         columns: panels per row.
+        marks: optional `{panel title: (x value, label)}`, a dashed vertical line in that panel (e.g. where a
+            curriculum reaches its target).
 
     Example:
 
@@ -255,12 +257,19 @@ def panel_curves(panels, x, key, xlabel, ylabel, title, path, columns=3):
     ...              os.path.join(tempfile.mkdtemp(), "p.png")).name
     'p.png'
     """
+    from matplotlib.ticker import EngFormatter
+
     plt = _pyplot()
+    columns = min(columns, len(panels)) or 1  # no empty panels beside a short first row
     rows = -(-len(panels) // columns)
     fig, axes = plt.subplots(rows, columns, figsize=(3.4 * columns, 2.6 * rows), squeeze=False)
     for ax, (name, curves) in zip(axes.flat, panels.items()):
         for label, curve in curves.items():
             ax.plot([e[x] for e in curve], [e[key] for e in curve], label=label)
+        ax.xaxis.set_major_formatter(EngFormatter())  # 200k, not 200000 or an offset of 1e6
+        if name in (marks or {}):
+            at, mark = marks[name]
+            ax.axvline(at, color="grey", linestyle="--", linewidth=0.8, label=mark)
         ax.set_title(name, fontsize=9)
         ax.set_xlabel(xlabel, fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)

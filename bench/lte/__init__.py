@@ -358,7 +358,24 @@ def draw(results, results_path):
 
     return panel_curves(curves_by_task(results), "examples", "accuracy", "training examples", "test accuracy (%)",
                         "Learning to Execute: per-character test accuracy",
-                        pathlib.Path(results_path).with_suffix(".png"))
+                        pathlib.Path(results_path).with_suffix(".png"), marks=target_reached(results))
+
+
+def target_reached(results):
+    """Under the shared schedule, `{task: (examples, "level (L, N) from here")}`: where the runs of a task begin
+    training at the test's setting (one count for all of them, as the schedule is one)."""
+    if results.get("curriculum") != "shared":
+        return {}
+    marks = {}
+    for name, run in results.get("runs", {}).items():
+        args = results.get("args", {}).get(f"runs/{name}", {})
+        target = [args.get("length"), args.get("nesting")]
+        ends = [row["examples"] for row in run["curve"] if row.get("level") == target]
+        if ends:  # a curve's count is at a round's end: the level began one round earlier
+            first = ends[0] - run["curve"][0]["examples"]
+            marks[run["task"]] = (min(first, marks.get(run["task"], (first,))[0]),
+                                  f"level ({target[0]}, {target[1]}) from here")
+    return marks
 
 
 def curves_by_task(results):

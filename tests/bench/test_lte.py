@@ -152,3 +152,18 @@ def test_a_tuning_grid_sets_each_variant_against_its_models_default_at_equal_exa
     del runs["rmc_h64"], runs["lstm_u512"]
     bench_lte.summarize(results)
     assert results["grids"] == {}  # no variants: the comparison above is the whole table
+
+
+def test_the_picture_marks_where_the_shared_schedule_reaches_the_tests_setting():
+    runs = {"add/rmc/seed0": _run("add", "rmc", 0, [10, 20, 30, 40], 100, 1.0),
+            "add/lstm/seed0": _run("add", "lstm", 0, [10, 20, 30, 40, 50], 100, 1.0)}
+    for run in runs.values():
+        for row, level in zip(run["curve"], ([1, 1], [2, 1], [2, 2], [2, 2], [2, 2])):
+            row["level"] = level
+    args = {"length": 2, "nesting": 2, "advance_every": 200}
+    results = {"runs": runs, "args": {f"runs/{name}": args for name in runs}}
+    bench_lte.summarize(results)
+    # the third round (examples 200-300) is the first at (2, 2): the line is at 200
+    assert bench_lte.target_reached(results) == {"add": (200, "level (2, 2) from here")}
+    results["curriculum"] = "per-model"  # each model's own levels: no one line
+    assert bench_lte.target_reached(results) == {}
