@@ -63,18 +63,22 @@ def _bench_parser():
                              "tuning grid; runs are keyed TASK/LABEL/seedSEED")
     parser.add_argument("--budget-minutes", type=float, default=None,
                         help="training minutes (default: 240 for program, 60 for the other tasks)")
-    parser.add_argument("--advance-every", type=int, default=ADVANCE_EVERY,
-                        help="the shared schedule: the curriculum moves on after every this many training examples, "
-                             "the same for every model (default: %(default)s, length 5 and nesting 2 from "
-                             "96,000); 0: each model's own probe at --advance-at, as 1.0 measured")
     parser.add_argument("--steps-per-round", type=int, default=100)
     parser.add_argument("--test-examples", type=int, default=1000)
     return add_bench_arguments(parser, "runs/bench_lte", RESULTS, "print the tables from the JSON")
 
 
+def _defaults(given):
+    """The config the passed-through flags apply to: the class's defaults on the shared schedule (`--advance-every
+    0` is each model's own probe, as 1.0 measured)."""
+    from keras_relmem.configs import LTEConfig
+
+    return LTEConfig(advance_every=ADVANCE_EVERY)
+
+
 def parse_args(argv=None):
     """The bench's own flags, and every other flag a field of the library's `configs.LTEConfig` (parsed as
-    `relmem-train-lte` parses it, from the config class's defaults), in one namespace."""
+    `relmem-train-lte` parses it, from `_defaults`), in one namespace."""
     from keras_relmem.commands import parse
     from keras_relmem.configs import LTEConfig
 
@@ -83,10 +87,9 @@ def parse_args(argv=None):
     if "-h" in rest or "--help" in rest:
         argparse.ArgumentParser(description=__doc__.splitlines()[0], parents=[bench]).print_help()
         print("\nAny other flag of relmem-train-lte (model, optimizer, curriculum) is passed to it:")
-        parse(["--help"], [LTEConfig], lambda given: LTEConfig(), "runs/lte")
+        parse(["--help"], [LTEConfig], _defaults, "runs/lte")
     ours = {a.dest for a in bench._actions}
-    config, _, _ = parse(rest + ["--task", args.task, "--model", args.model], [LTEConfig],
-                         lambda given: LTEConfig(), "runs/lte")
+    config, _, _ = parse(rest + ["--task", args.task, "--model", args.model], [LTEConfig], _defaults, "runs/lte")
     for key, value in config.to_dict().items():
         if key not in ours:
             setattr(args, key, value)
@@ -277,19 +280,18 @@ def _compare(every_run, task, rows, rmc, lstm):
     seeds trained, and each row's median over those seeds at that point, keyed "rmc" and "lstm"."""
     runs = [r for r in every_run.values() if r["task"] == task and _label(r) in (rmc, lstm)
             and str(r["seed"]) in rows[_label(r)]["seeds"]]
+    by_model = {model: [r for r in runs if _label(r) == label] for model, label in (("rmc", rmc), ("lstm", lstm))}
     compared = {}
     for key in ("examples", "minutes"):
         limit = min(r[key] for r in runs)
         compared[f"equal_{key}"] = {key: limit, **{
-            model: statistics.median(_at(r, key, limit) for r in runs if _label(r) == label)
-            for model, label in (("rmc", rmc), ("lstm", lstm))}}
-        # the paper's measure: each run's best test accuracy up to that point
-        compared[f"equal_{key}"]["best"] = {
-            model: statistics.median(_best_until(r, key, limit) for r in runs if _label(r) == label)
-            for model, label in (("rmc", rmc), ("lstm", lstm))}
+            model: statistics.median(_at(r, key, limit) for r in chosen) for model, chosen in by_model.items()},
+            # the paper's measure: each run's best test accuracy up to that point
+            "best": {model: statistics.median(_best_until(r, key, limit) for r in chosen)
+                     for model, chosen in by_model.items()}}
         # the curriculum level each model trained at there: one level under a shared schedule
-        levels = {model: sorted({tuple(_at(r, key, limit, metric="level") or ()) for r in runs if _label(r) == label})
-                  for model, label in (("rmc", rmc), ("lstm", lstm))}
+        levels = {model: sorted({tuple(_at(r, key, limit, metric="level") or ()) for r in chosen})
+                  for model, chosen in by_model.items()}
         if key == "examples" and any(levels.values()) and () not in set().union(*levels.values()):
             same = levels["rmc"] == levels["lstm"] and len(levels["rmc"]) == 1
             compared["equal_examples"]["level"] = (list(levels["rmc"][0]) if same

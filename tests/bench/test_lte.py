@@ -39,7 +39,6 @@ def test_tiny_runs_and_their_summary(tmp_path):
     assert table[6].endswith("|  |")  # a variant has no paper figure
 
 
-
 def test_each_models_own_probe_as_1_0_measured(tmp_path):
     results = tmp_path / "lte.json"
     bench_lte.main(["--model", "lstm", "--units", "8", "--advance-every", "0", *TINY, "--workdir", str(tmp_path),
@@ -48,6 +47,7 @@ def test_each_models_own_probe_as_1_0_measured(tmp_path):
     # the first round trained below the target (length 1 of 2): the probe that decides the curriculum is kept
     first = written["runs"]["copy/lstm/seed0"]["curve"][0]
     assert written["curriculum"] == "per-model" and first["level"] == [1, 1] and 0 <= first["level_accuracy"] <= 100
+
 
 def _run(task, model, seed, accuracies, examples_per_round, minutes_per_round):
     curve = [{"examples": (i + 1) * examples_per_round, "minutes": (i + 1) * minutes_per_round, "accuracy": a,
