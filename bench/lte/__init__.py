@@ -365,13 +365,14 @@ def draw(results, results_path):
 
 def target_reached(results):
     """Under the shared schedule, `{task: (examples, "level (L, N) from here")}`: where the runs of a task begin
-    training at the test's setting (one count for all of them, as the schedule is one)."""
+    training at the test's setting (one count for all of them, as the schedule is one); the memorization tasks'
+    setting has nesting 1, whatever the run's `--nesting`, as their curriculum has."""
     if results.get("curriculum") != "shared":
         return {}
     marks = {}
     for name, run in results.get("runs", {}).items():
         args = results.get("args", {}).get(f"runs/{name}", {})
-        target = [args.get("length"), args.get("nesting")]
+        target = list(lte.CurriculumLevel(args["length"], args["nesting"], task=run["task"]).target)
         ends = [row["examples"] for row in run["curve"] if row.get("level") == target]
         if ends:  # a curve's count is at a round's end: the level began one round earlier
             first = ends[0] - run["curve"][0]["examples"]

@@ -165,5 +165,10 @@ def test_the_picture_marks_where_the_shared_schedule_reaches_the_tests_setting()
     bench_lte.summarize(results)
     # the third round (examples 200-300) is the first at (2, 2): the line is at 200
     assert bench_lte.target_reached(results) == {"add": (200, "level (2, 2) from here")}
+    for run in runs.values():  # Copy has no nesting: its test's setting is (2, 1), whatever --nesting says
+        run["task"] = "copy"
+        for row, level in zip(run["curve"], ([1, 1], [2, 1], [2, 1], [2, 1], [2, 1])):
+            row["level"] = level
+    assert bench_lte.target_reached(results) == {"copy": (100, "level (2, 1) from here")}
     results["curriculum"] = "per-model"  # each model's own levels: no one line
     assert bench_lte.target_reached(results) == {}
