@@ -32,6 +32,13 @@ def _save(fig, path):
     return path
 
 
+def _colours(plt, labels):
+    """`{label: colour}`: the default cycle's ten (tab10), or tab20's when there are more, as a tuning grid's
+    eleventh run would otherwise share the first's colour; past twenty they repeat, and every curve is still drawn."""
+    palette = plt.get_cmap("tab10" if len(labels) <= 10 else "tab20")
+    return {label: palette(index % palette.N) for index, label in enumerate(labels)}
+
+
 def rmc_attention_grid(attention, path, block=-1, title="RMC attention", row_labels=None):
     """RMC paper Fig. 3 style: one panel per step and head, slots x (slots + input).
 
@@ -208,12 +215,10 @@ def budget_curves(curves, key, ylabel, title, path, log_y=False, dashed=None):
     """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5, 3.2))
-    # the default cycle has ten colours: a tuning grid's eleventh run would share the first's
-    colours = plt.get_cmap("tab20").colors if len(curves) > 10 else [None]
-    for index, (label, curve) in enumerate(curves.items()):
+    colours = _colours(plt, curves)
+    for label, curve in curves.items():
         minutes = [e["minutes"] for e in curve]
-        # past twenty, colours repeat (as the default cycle's do past ten); every curve is still drawn
-        (line,) = ax.plot(minutes, [e[key] for e in curve], label=label, color=colours[index % len(colours)])
+        (line,) = ax.plot(minutes, [e[key] for e in curve], label=label, color=colours[label])
         if label in (dashed or {}):
             other, suffix = dashed[label]
             ax.plot(minutes, [e[other] for e in curve], "--", color=line.get_color(), linewidth=0.8,
@@ -263,9 +268,11 @@ def panel_curves(panels, x, key, xlabel, ylabel, title, path, columns=3, marks=N
     columns = min(columns, len(panels)) or 1  # no empty panels beside a short first row
     rows = -(-len(panels) // columns)
     fig, axes = plt.subplots(rows, columns, figsize=(3.4 * columns, 2.6 * rows), squeeze=False)
+    # one colour per label in every panel, so a run reads the same across the figure
+    colours = _colours(plt, list(dict.fromkeys(label for curves in panels.values() for label in curves)))
     for ax, (name, curves) in zip(axes.flat, panels.items()):
         for label, curve in curves.items():
-            ax.plot([e[x] for e in curve], [e[key] for e in curve], label=label)
+            ax.plot([e[x] for e in curve], [e[key] for e in curve], label=label, color=colours[label])
         ax.xaxis.set_major_formatter(EngFormatter())  # 200k, not 200000 or an offset of 1e6
         if name in (marks or {}):
             at, mark = marks[name]

@@ -255,3 +255,21 @@ def test_explain_says_what_the_model_does_not_see():
                      "sentence(s) [4] have more than 6 words; the words after the 6th are left out",
                      "not in the model's vocabulary, read as unknown: at, noon, pub"]
     assert explain.input_notes(sentences[:1], ["where", "is", "mary"], vocab, 2, 6, 3) == []
+
+
+def test_panel_curves_draw_a_label_in_one_colour_in_every_panel(tmp_path, monkeypatch):
+    """A run's curve keeps its colour from panel to panel, even when a panel lacks another's first curve."""
+    drawn = {}
+    save = viz._save
+
+    def capture(fig, path):
+        drawn["panels"] = [{line.get_label(): line.get_color() for line in ax.get_lines()} for ax in fig.axes
+                           if ax.get_visible()]
+        return save(fig, path)
+
+    monkeypatch.setattr(viz, "_save", capture)
+    curve = [{"examples": 1, "acc": 30}, {"examples": 2, "acc": 90}]
+    panels = {"add": {"LSTM": curve, "RMC": curve}, "copy": {"RMC": curve}}
+    assert_picture(viz.panel_curves(panels, "examples", "acc", "examples", "accuracy (%)", "demo", tmp_path / "p.png"))
+    add, copy = drawn["panels"]
+    assert copy["RMC"] == add["RMC"] != add["LSTM"]
