@@ -371,7 +371,9 @@ def target_reached(results):
         return {}
     marks = {}
     for name, run in results.get("runs", {}).items():
-        args = results.get("args", {}).get(f"runs/{name}", {})
+        args = results.get("args", {}).get(f"runs/{name}")
+        if not args:  # a run recorded without its settings has no known target: no line, as before
+            continue
         target = list(lte.CurriculumLevel(args["length"], args["nesting"], task=run["task"]).target)
         ends = [row["examples"] for row in run["curve"] if row.get("level") == target]
         if ends:  # a curve's count is at a round's end: the level began one round earlier

@@ -170,5 +170,7 @@ def test_the_picture_marks_where_the_shared_schedule_reaches_the_tests_setting()
         for row, level in zip(run["curve"], ([1, 1], [2, 1], [2, 1], [2, 1], [2, 1])):
             row["level"] = level
     assert bench_lte.target_reached(results) == {"copy": (100, "level (2, 1) from here")}
+    results["args"] = {}  # runs recorded without their settings: no target known, no line
+    assert bench_lte.target_reached(results) == {}
     results["curriculum"] = "per-model"  # each model's own levels: no one line
     assert bench_lte.target_reached(results) == {}
