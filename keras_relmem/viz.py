@@ -251,8 +251,10 @@ def panel_curves(panels, x, key, xlabel, ylabel, title, path, columns=3, marks=N
         xlabel, ylabel, title: axis labels and the figure's title.
         path: PNG to write.
         columns: panels per row.
-        marks: optional `{panel title: (x value, label)}`, a dashed vertical line in that panel (e.g. where a
-            curriculum reaches its target).
+        marks: optional `{panel title: (x value, label)}`, a dashed vertical line in that panel, its label
+            written beside it (e.g. where a curriculum reaches its target).
+
+    The panels share one legend, below them: a label has one colour in every panel.
 
     Example:
 
@@ -276,17 +278,26 @@ def panel_curves(panels, x, key, xlabel, ylabel, title, path, columns=3, marks=N
         ax.xaxis.set_major_formatter(EngFormatter())  # 200k, not 200000 or an offset of 1e6
         if name in (marks or {}):
             at, mark = marks[name]
-            ax.axvline(at, color="grey", linestyle="--", linewidth=0.8, label=mark)
+            ax.axvline(at, color="grey", linestyle="--", linewidth=0.8)
+            # written beside its line, as each panel's mark says its own thing and the legend is shared
+            ax.text(at, 0.02, f" {mark}", transform=ax.get_xaxis_transform(), rotation=90, fontsize=6,
+                    color="grey", va="bottom")
         ax.set_title(name, fontsize=9)
         ax.set_xlabel(xlabel, fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
+    # one legend below the panels, each label once: a label has one colour everywhere, and a panel of a dozen
+    # runs (a task with its seeds and a tuning grid) would otherwise hide its own curves under its legend
+    handles = [plt.Line2D([], [], color=colour) for colour in colours.values()]
+    legend_rows = -(-len(colours) // 4)
+    fig.subplots_adjust(bottom=(0.5 + 0.16 * legend_rows) / fig.get_figheight())  # inches: axis label, legend
+    fig.legend(handles, list(colours), loc="lower center", ncol=min(4, len(colours)) or 1, fontsize=7,
+               frameon=False)
     return _save(fig, path)
 
 

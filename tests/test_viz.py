@@ -258,18 +258,28 @@ def test_explain_says_what_the_model_does_not_see():
 
 
 def test_panel_curves_draw_a_label_in_one_colour_in_every_panel(tmp_path, monkeypatch):
-    """A run's curve keeps its colour from panel to panel, even when a panel lacks another's first curve."""
+    """A run's curve keeps its colour from panel to panel, even when a panel lacks another's first curve, and the
+    figure has one legend for them all (a panel of a dozen runs was hidden under its own)."""
     drawn = {}
     save = viz._save
 
     def capture(fig, path):
         drawn["panels"] = [{line.get_label(): line.get_color() for line in ax.get_lines()} for ax in fig.axes
                            if ax.get_visible()]
+        drawn["panel legends"] = [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+        drawn["legends"] = [[(text.get_text(), handle.get_color()) for text, handle in
+                             zip(legend.get_texts(), legend.legend_handles)] for legend in fig.legends]
+        drawn["texts"] = [[text.get_text() for text in ax.texts] for ax in fig.axes if ax.get_visible()]
         return save(fig, path)
 
     monkeypatch.setattr(viz, "_save", capture)
     curve = [{"examples": 1, "acc": 30}, {"examples": 2, "acc": 90}]
     panels = {"add": {"LSTM": curve, "RMC": curve}, "copy": {"RMC": curve}}
-    assert_picture(viz.panel_curves(panels, "examples", "acc", "examples", "accuracy (%)", "demo", tmp_path / "p.png"))
+    assert_picture(viz.panel_curves(panels, "examples", "acc", "examples", "accuracy (%)", "demo", tmp_path / "p.png",
+                                    marks={"copy": (1.5, "level (5, 1) from here")}))
     add, copy = drawn["panels"]
     assert copy["RMC"] == add["RMC"] != add["LSTM"]
+    # one legend for the figure, each label once in its curves' colour, none over a panel's curves
+    assert drawn["panel legends"] == []
+    assert drawn["legends"] == [[("LSTM", add["LSTM"]), ("RMC", add["RMC"])]]
+    assert drawn["texts"] == [[], [" level (5, 1) from here"]]
