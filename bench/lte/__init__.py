@@ -3,7 +3,8 @@
 One run is one task, one model, one seed, trained in rounds of fresh examples
 (`--steps-per-round` batches, drawn from the round's own seed, so a resumed
 run sees the data it would have seen) until `--budget-minutes` of training
-time are spent: by default 240 for Program and 60 for the other five tasks.
+time are spent (by default 240 for Program and 60 for the other five tasks), or
+`--max-examples` are trained.
 Every model follows one curriculum schedule: the level moves on every
 `--advance-every` training examples (19,200: length 5 and nesting 2 from
 96,000), so models are compared at the same level after the same examples.
@@ -55,6 +56,8 @@ ADVANCE_EVERY = 19200
 
 
 def _bench_parser():
+    from keras_relmem.commands import positive_int
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)
     parser.add_argument("--task", choices=lte.TASKS, default="program")
     parser.add_argument("--model", choices=MODELS, default="rmc")
@@ -63,6 +66,9 @@ def _bench_parser():
                              "tuning grid; runs are keyed TASK/LABEL/seedSEED")
     parser.add_argument("--budget-minutes", type=float, default=None,
                         help="training minutes (default: 240 for program, 60 for the other tasks)")
+    parser.add_argument("--max-examples", type=positive_int, default=None,
+                        help="also stop once this many training examples are trained (the rounds that reach it), "
+                             "e.g. a tuning grid's point run to the count its default is compared at")
     parser.add_argument("--steps-per-round", type=int, default=100)
     parser.add_argument("--test-examples", type=int, default=1000)
     return add_bench_arguments(parser, "runs/bench_lte", RESULTS, "print the tables from the JSON")
@@ -164,8 +170,10 @@ def run(args):
 
         update_results(args.results, change)
 
+    max_rounds = -(-args.max_examples // examples_per_round) if args.max_examples else None
+
     def on_round(curve):  # an unfinished budget shows its progress
-        if curve[-1]["minutes"] < args.budget_minutes:
+        if curve[-1]["minutes"] < args.budget_minutes and len(curve) < (max_rounds or len(curve) + 1):
             record({"complete": False, **summary(curve)})
 
     curve, model = train_in_rounds(
@@ -175,6 +183,7 @@ def run(args):
                             f"train {e['train_accuracy']:5.1f}%  test {e['accuracy']:5.1f}% chars, "
                             f"{e['solved']:5.1f}% solved"),
         on_round=on_round,
+        max_rounds=max_rounds,
     )
     result = {"complete": True, "parameters": int(model.count_params()), **summary(curve)}
     record(result)

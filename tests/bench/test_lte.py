@@ -39,6 +39,20 @@ def test_tiny_runs_and_their_summary(tmp_path):
     assert table[6].endswith("|  |")  # a variant has no paper figure
 
 
+def test_max_examples_stops_a_run_at_that_count_and_a_rerun_with_more_continues(tmp_path):
+    results = tmp_path / "lte.json"
+    common = [*TINY, "--budget-minutes", "60", "--model", "lstm", "--units", "8", "--workdir", str(tmp_path),
+              "--results", str(results)]
+    bench_lte.main([*common, "--max-examples", "16"])  # rounds of 2 batches of 4: the 2 rounds that reach 16
+    run = json.loads(results.read_text())["runs"]["copy/lstm/seed0"]
+    assert run["complete"] and [row["examples"] for row in run["curve"]] == [8, 16]
+    bench_lte.main([*common, "--max-examples", "20"])  # a round past 16 reaches 20 (rounds are whole)
+    run = json.loads(results.read_text())["runs"]["copy/lstm/seed0"]
+    assert run["complete"] and run["examples"] == 24 and len(run["curve"]) == 3
+    with pytest.raises(SystemExit):
+        bench_lte.main([*common, "--max-examples", "0"])
+
+
 def test_each_models_own_probe_as_1_0_measured(tmp_path):
     results = tmp_path / "lte.json"
     bench_lte.main(["--model", "lstm", "--units", "8", "--advance-every", "0", *TINY, "--workdir", str(tmp_path),
