@@ -266,7 +266,8 @@ def summarize(results):
 def _grid(every_run, task, rows):
     """Each variant row of `task` (a `--label` of a tuning grid) against its model's default row, at equal
     examples (the fewer either trained): `{label: {"examples": n, "level": [length, nesting], "accuracy":
-    variant %, "default": default %}}`, medians over the seeds both rows counted."""
+    variant %, "default": default %, "best": {"accuracy": ..., "default": ...}}}`, the test there and under
+    `best` the best test up to there (the paper's measure), medians over the seeds both rows counted."""
     grid = {}
     for label in sorted(rows, key=_row_order):
         model = rows[label]["model"]
@@ -275,7 +276,8 @@ def _grid(every_run, task, rows):
         compared = _compare(every_run, task, rows, label, model)["equal_examples"]
         level = compared.get("level")
         grid[label] = {"examples": compared["examples"], **({"level": level} if isinstance(level, list) else {}),
-                       "accuracy": compared["rmc"], "default": compared["lstm"]}
+                       "accuracy": compared["rmc"], "default": compared["lstm"],
+                       "best": {"accuracy": compared["best"]["rmc"], "default": compared["best"]["lstm"]}}
     return grid
 
 
@@ -346,13 +348,17 @@ def markdown(results):
                              f"{_shown(e, 'lstm', shared)} | {m['minutes']:.1f}, {_shown(m, 'rmc', shared)}, "
                              f"{_shown(m, 'lstm', shared)} |")
     if results.get("grids"):
-        lines += ["", "| task | variant | equal examples: examples, level, variant %, its model's default % |",
-                  "|---|---|---|"]
+        measure = " (best / last)" if shared else ""
+        lines += ["", "| task | variant | equal examples: examples, level, variant %, its model's default "
+                  f"%{measure} |", "|---|---|---|"]
         for task, grid in results["grids"].items():
             for label, row in grid.items():
                 level = f"({row['level'][0]}, {row['level'][1]}), " if "level" in row else ""
-                lines.append(f"| {task} | {label.upper()} | {int(row['examples']):,d}, {level}{row['accuracy']:.1f}, "
-                             f"{row['default']:.1f} |")
+                shown = {"rmc": row["accuracy"], "lstm": row["default"],
+                         **({"best": {"rmc": row["best"]["accuracy"], "lstm": row["best"]["default"]}}
+                            if "best" in row else {})}
+                lines.append(f"| {task} | {label.upper()} | {int(row['examples']):,d}, {level}"
+                             f"{_shown(shown, 'rmc', shared)}, {_shown(shown, 'lstm', shared)} |")
     return "\n".join(lines)
 
 
