@@ -87,7 +87,39 @@ def commands(entry, results):
                                               + f" --results {entry.path}")
         if command not in found:
             found.append(command)
+    return _looped(found, entry.bench)
+
+
+def _looped(found, bench):
+    """`found` with the commands that differ only in `--seed` (then only in `--task`) written as one bash loop,
+    `for seed in 0 1 2; do python -m bench.x --seed $seed ...; done`: a study of many seeds and tasks lists each
+    recipe once."""
+    defaults = _parses(importlib.import_module(f"bench.{bench}").parse_args, []) or {}
+    for name in ("seed", "task"):
+        flag, groups = f"--{name}", {}
+        for command in found:
+            words = command.split()
+            if command.startswith("for ") or (flag not in words and defaults.get(name) is None):
+                groups[command] = [(None, command)]  # a loop already, or no value to loop over
+                continue
+            at = words.index(flag) if flag in words else None
+            value = _flag(defaults[name]) if at is None else words[at + 1]
+            rest = " ".join(words if at is None else words[:at] + words[at + 2:])
+            groups.setdefault(rest, []).append((value, command))
+        found = [members[0][1] if len(members) == 1 else _loop(rest, name, _in_order([v for v, _ in members]))
+                 for rest, members in groups.items()]
     return found
+
+
+def _in_order(values):
+    """Seeds as numbers (0 1 2, whichever ran first); other values as they came."""
+    return sorted(values, key=int) if all(v.isdigit() for v in values) else values
+
+
+def _loop(rest, name, values):
+    """One bash line running `rest` (`python -m bench.x ...` without `--name`) once for each of `values`."""
+    python, dash_m, module, *tail = rest.split(" ")
+    return f"for {name} in {' '.join(values)}; do {python} {dash_m} {module} --{name} ${name} {' '.join(tail)}; done"
 
 
 def render(entry):

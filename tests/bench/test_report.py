@@ -115,6 +115,20 @@ def test_command_for_writes_only_what_differs_from_the_defaults():
         "python -m bench.memo_babi --tasks 16 --budget-minutes 20")
 
 
+def test_runs_that_differ_only_in_seed_or_task_are_one_loop_on_the_page():
+    from types import SimpleNamespace
+
+    entry = SimpleNamespace(command="", bench="lte", path="x.json")
+    runs = {f"r{i}": {"task": task, "model": "rmc", "seed": seed, "budget_minutes": minutes}
+            for i, (task, seed, minutes) in enumerate([("program", 2, 45.0), ("program", 0, 45.0), ("program", 1, 45.0),
+                                                       ("copy", 0, 6.0), ("reverse", 0, 6.0), ("add", 0, 50.0)])}
+    assert pages.commands(entry, {"args": runs}) == [
+        # seed 0 is the default, absent from its command; the seeds in order, whichever ran first
+        "for seed in 0 1 2; do python -m bench.lte --seed $seed --budget-minutes 45 --results x.json; done",
+        "for task in copy reverse; do python -m bench.lte --task $task --budget-minutes 6 --results x.json; done",
+        "python -m bench.lte --task add --budget-minutes 50 --results x.json"]
+
+
 def test_a_note_quotes_numbers_from_its_results_file():
     results = {"rmc": {"perplexity": 107.46, "curve": [{"minutes": 3.0}, {"minutes": 90.15}]}}
     note = "test {{rmc.perplexity:.1f}} at minute {{rmc.curve.-1.minutes:.0f}}; braces {kept} as they are"
