@@ -99,8 +99,8 @@ def _looped(found, bench):
         flag, groups = f"--{name}", {}
         for command in found:
             words = command.split()
-            if command.startswith("for ") or (flag not in words and defaults.get(name) is None):
-                groups[command] = [(None, command)]  # a loop already, or no value to loop over
+            if words[:2] != ["python", "-m"] or (flag not in words and defaults.get(name) is None):
+                groups[command] = [(None, command)]  # a loop already, a task script's own, or no value to loop over
                 continue
             at = words.index(flag) if flag in words else None
             value = _flag(defaults[name]) if at is None else words[at + 1]
