@@ -172,8 +172,9 @@ def run(args):
 
     max_rounds = -(-args.max_examples // examples_per_round) if args.max_examples else None
 
-    def on_round(curve):  # an unfinished budget shows its progress
-        if curve[-1]["minutes"] < args.budget_minutes and len(curve) < (max_rounds or len(curve) + 1):
+    def on_round(curve):  # an unfinished run shows its progress (the last round is recorded complete below)
+        finished = curve[-1]["minutes"] >= args.budget_minutes or (max_rounds and len(curve) >= max_rounds)
+        if not finished:
             record({"complete": False, **summary(curve)})
 
     curve, model = train_in_rounds(
@@ -354,9 +355,9 @@ def markdown(results):
         for task, grid in results["grids"].items():
             for label, row in grid.items():
                 level = f"({row['level'][0]}, {row['level'][1]}), " if "level" in row else ""
+                # the comparisons' shape, so the grid shows best / last as they do
                 shown = {"rmc": row["accuracy"], "lstm": row["default"],
-                         **({"best": {"rmc": row["best"]["accuracy"], "lstm": row["best"]["default"]}}
-                            if "best" in row else {})}
+                         "best": {"rmc": row["best"]["accuracy"], "lstm": row["best"]["default"]}}
                 lines.append(f"| {task} | {label.upper()} | {int(row['examples']):,d}, {level}"
                              f"{_shown(shown, 'rmc', shared)}, {_shown(shown, 'lstm', shared)} |")
     return "\n".join(lines)
