@@ -176,6 +176,24 @@ def test_a_tuning_grid_sets_each_variant_against_its_models_default_at_equal_exa
     assert results["grids"] == {}  # no variants: the comparison above is the whole table
 
 
+def test_a_file_of_tuning_runs_sets_its_variants_against_the_default_rows_of_lte_json_beside_it(tmp_path):
+    headline = {"runs": {"add/rmc/seed0": _run("add", "rmc", 0, [10, 50, 80], 100, 2.0),
+                         "add/rmc/seed1": _run("add", "rmc", 1, [20, 30, 90], 100, 2.0)}}
+    bench_lte.summarize(headline)
+    (tmp_path / "lte.json").write_text(json.dumps(headline))
+    tuning_path = tmp_path / "lte_tuning.json"
+    assert bench_lte.defaults_beside(tmp_path / "lte.json") is None  # the headline file is its own defaults
+    assert bench_lte.defaults_beside(tuning_path)["runs"] == headline["runs"]
+    tuning = {"runs": {"add/rmc_b2/seed0": {**_run("add", "rmc", 0, [15, 55], 100, 3.0), "label": "rmc_b2"}}}
+    bench_lte.summarize(tuning, bench_lte.defaults_beside(tuning_path))
+    # at the variant's 200 examples: the default's seeds there are 50 and 30 (median 40), best 50 and 30
+    assert tuning["grids"] == {"add": {"rmc_b2": {"examples": 200, "accuracy": 55, "default": 40,
+                                                 "best": {"accuracy": 55, "default": 40}}}}
+    assert set(tuning["tasks"]["add"]) == {"rmc_b2"}  # the defaults' rows are not copied into the tuning file
+    bench_lte.summarize(tuning)
+    assert tuning["grids"] == {}  # with no default row known, a variant has nothing to be set against
+
+
 def test_the_picture_marks_where_the_shared_schedule_reaches_the_tests_setting():
     runs = {"add/rmc/seed0": _run("add", "rmc", 0, [10, 20, 30, 40], 100, 1.0),
             "add/lstm/seed0": _run("add", "lstm", 0, [10, 20, 30, 40, 50], 100, 1.0)}
