@@ -21,9 +21,7 @@ of the best (the paper's measure), "solved", "examples", "minutes", "seeds":
 {seed: accuracy}}}}`; `comparisons`: each task's RMC and LSTM at equal
 training examples (with the `level` both trained at) and at equal minutes,
 and under `settings` the rows `rmc_<setting>` and `lstm_<setting>` compared
-alike; `grids`: each variant row (`--label`) against its model's default. A tuning grid's runs go to a file
-of their own (`--results bench/lte/results/lte_tuning.json`), whose variants are set against the default rows
-of `lte.json` beside it, so the headline file holds the recipes' runs only.
+alike; `grids`: each variant row (`--label`) against its model's default.
 
 Usage (one core per run, two side by side):
     python -m bench.lte --task copy --model rmc --threads 1 &
@@ -77,11 +75,14 @@ def _bench_parser():
 
 
 def _defaults(given):
-    """The config the passed-through flags apply to: the class's defaults on the shared schedule (`--advance-every
-    0` is each model's own probe, as 1.0 measured)."""
+    """The config the passed-through flags apply to: the model's recipe (`lte_rmc`, `lte_lstm`, `lte_entnet`) on
+    the shared schedule (`--advance-every 0` is each model's own probe, as 1.0 measured)."""
+    import dataclasses
+
+    from keras_relmem import recipes
     from keras_relmem.configs import LTEConfig
 
-    return LTEConfig(advance_every=ADVANCE_EVERY)
+    return dataclasses.replace(recipes.default(LTEConfig, given.get("model", "rmc")), advance_every=ADVANCE_EVERY)
 
 
 def parse_args(argv=None):
@@ -168,7 +169,7 @@ def run(args):
         def change(results):
             results.setdefault("runs", {})[name] = result
             results.setdefault("args", {})[f"runs/{name}"] = arguments
-            summarize(results, defaults_beside(args.results))
+            summarize(results)
 
         update_results(args.results, change)
 
@@ -219,22 +220,12 @@ def _median_or_none(values):
     return None if any(v is None for v in values) else statistics.median(values)
 
 
-def defaults_beside(path):
-    """The results whose default rows a tuning file's variants are set against: `lte.json` beside `path`
-    (None for `lte.json` itself, or when there is none)."""
-    path = pathlib.Path(path)
-    beside = path.with_name(RESULTS.name)
-    return read_results(beside) if beside.exists() and beside.resolve() != path.resolve() else None
-
-
-def summarize(results, defaults=None):
+def summarize(results):
     """Fill `results["tasks"]` and `results["comparisons"]` from `results["runs"]` (in place).
 
     Runs are grouped by task and label (the model unless `--label` named a variant, such as one point of
     a tuning grid); the comparisons are between the rows labelled `rmc` and `lstm`, and under `settings`
-    between `rmc_<setting>` and `lstm_<setting>` (both models at one setting, e.g. `lr3e-3`). A variant
-    whose model has no row here is set against that row of `defaults` (summarized results: the headline
-    file, for a file of tuning runs)."""
+    between `rmc_<setting>` and `lstm_<setting>` (both models at one setting, e.g. `lr3e-3`)."""
     tasks, comparisons = {}, {}
     for run in results.get("runs", {}).values():
         tasks.setdefault(run["task"], {}).setdefault(_label(run), []).append(run)
@@ -269,10 +260,7 @@ def summarize(results, defaults=None):
     results["tasks"] = {task: tasks[task] for task in lte.TASKS if task in tasks}
     results["comparisons"] = {task: comparisons[task] for task in lte.TASKS if task in comparisons}
     # a tuning grid: each variant against its model's default at equal examples, as the models are compared
-    defaults = defaults or {}
-    grids = {task: _grid({**defaults.get("runs", {}), **results["runs"]}, task,
-                         {**defaults.get("tasks", {}).get(task, {}), **rows})
-             for task, rows in results["tasks"].items()}
+    grids = {task: _grid(results["runs"], task, rows) for task, rows in results["tasks"].items()}
     results["grids"] = {task: grid for task, grid in grids.items() if grid}
     # one schedule for every model (the level set by examples trained), or each model's own probe
     shared = {bool(args.get("advance_every")) for key, args in results.get("args", {}).items()}
@@ -426,7 +414,7 @@ def curves_by_task(results):
 
 def report(args):
     read_results(args.results)  # a clear exit when the bench has not run
-    results = update_results(args.results, lambda results: summarize(results, defaults_beside(args.results)))
+    results = update_results(args.results, summarize)
     print(markdown(results))
     print(f"Wrote {draw(results, args.results)}")
 

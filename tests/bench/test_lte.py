@@ -176,22 +176,22 @@ def test_a_tuning_grid_sets_each_variant_against_its_models_default_at_equal_exa
     assert results["grids"] == {}  # no variants: the comparison above is the whole table
 
 
-def test_a_file_of_tuning_runs_sets_its_variants_against_the_default_rows_of_lte_json_beside_it(tmp_path):
-    headline = {"runs": {"add/rmc/seed0": _run("add", "rmc", 0, [10, 50, 80], 100, 2.0),
-                         "add/rmc/seed1": _run("add", "rmc", 1, [20, 30, 90], 100, 2.0)}}
-    bench_lte.summarize(headline)
-    (tmp_path / "lte.json").write_text(json.dumps(headline))
-    tuning_path = tmp_path / "lte_tuning.json"
-    assert bench_lte.defaults_beside(tmp_path / "lte.json") is None  # the headline file is its own defaults
-    assert bench_lte.defaults_beside(tuning_path)["runs"] == headline["runs"]
-    tuning = {"runs": {"add/rmc_b2/seed0": {**_run("add", "rmc", 0, [15, 55], 100, 3.0), "label": "rmc_b2"}}}
-    bench_lte.summarize(tuning, bench_lte.defaults_beside(tuning_path))
-    # at the variant's 200 examples: the default's seeds there are 50 and 30 (median 40), best 50 and 30
-    assert tuning["grids"] == {"add": {"rmc_b2": {"examples": 200, "accuracy": 55, "default": 40,
-                                                 "best": {"accuracy": 55, "default": 40}}}}
-    assert set(tuning["tasks"]["add"]) == {"rmc_b2"}  # the defaults' rows are not copied into the tuning file
-    bench_lte.summarize(tuning)
-    assert tuning["grids"] == {}  # with no default row known, a variant has nothing to be set against
+def test_each_model_trains_by_its_recipe_and_a_run_at_another_rate_names_it_in_its_command():
+    from bench.report.pages import command_for
+    from keras_relmem import recipes
+    from keras_relmem.configs import LTEConfig
+
+    for model in bench_lte.MODELS:
+        args, recipe = bench_lte.parse_args(["--model", model]), recipes.default(LTEConfig, model)
+        assert (args.learning_rate, args.units, args.head_size, args.mlp_units) == (
+            recipe.learning_rate, recipe.units, recipe.head_size, list(recipe.mlp_units))
+        assert args.advance_every == bench_lte.ADVANCE_EVERY  # the shared schedule, whatever the recipe's
+    # the tuned rate of the RMC and the LSTM; the EntNet cell keeps the rate it was run at
+    assert [bench_lte.parse_args(["--model", m]).learning_rate for m in bench_lte.MODELS] == [3e-3, 3e-3, 1e-3]
+    recorded = dict(vars(bench_lte.parse_args(["--model", "lstm", "--learning-rate", "0.001"])), results="x.json")
+    assert command_for("lte", recorded) == "python -m bench.lte --model lstm --learning-rate 0.001"
+    recorded["learning_rate"] = 3e-3
+    assert command_for("lte", recorded) == "python -m bench.lte --model lstm"
 
 
 def test_the_picture_marks_where_the_shared_schedule_reaches_the_tests_setting():
