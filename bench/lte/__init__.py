@@ -75,14 +75,14 @@ def _bench_parser():
 
 
 def _defaults(given):
-    """The config the passed-through flags apply to: the model's recipe (`lte_rmc`, `lte_lstm`, `lte_entnet`) on
-    the shared schedule (`--advance-every 0` is each model's own probe, as 1.0 measured)."""
+    """The config the passed-through flags apply to: what `relmem-train-lte` trains (the model's recipe, `lte_rmc`,
+    `lte_lstm` or `lte_entnet`) on the shared schedule (`--advance-every 0` is each model's own probe, as 1.0
+    measured)."""
     import dataclasses
 
-    from keras_relmem import recipes
-    from keras_relmem.configs import LTEConfig
+    from keras_relmem.commands.train import COMMANDS
 
-    return dataclasses.replace(recipes.default(LTEConfig, given.get("model", "rmc")), advance_every=ADVANCE_EVERY)
+    return dataclasses.replace(COMMANDS["relmem-train-lte"]["choose"](given), advance_every=ADVANCE_EVERY)
 
 
 def parse_args(argv=None):
