@@ -36,6 +36,7 @@ with quiet_tensorflow() if "tensorflow" not in sys.modules else contextlib.nullc
         configs,
         models,  # noqa: F401  (registers the task models for .keras loading)
         recipes,
+        tasks,  # noqa: F401  (registers the task families with kr.train)
     )
     from keras_relmem.layers import (
         MEMO,

@@ -20,12 +20,27 @@ def _start_tensorflow():
     with quiet_tensorflow():
         import tensorflow as tf
 
+        # --threads before anything runs: TensorFlow fixes its thread pools at its first op
+        threads = _flag("--threads")
+        if threads and threads.isdigit() and int(threads):
+            tf.config.threading.set_inter_op_parallelism_threads(int(threads))
+            tf.config.threading.set_intra_op_parallelism_threads(int(threads))
         tf.config.list_physical_devices()  # where cuInit is called, and complains
         # oneDNN's "supports DT_<type> only on platforms with AVX-512" comes once per process, at the first graph
         # op it would take but cannot (a 2x2 boolean transpose is one): drawn out here, inside the filter. Not
         # for a multi-worker or TPU run, whose strategy must be set up before any op runs.
         if not _distributed():
             tf.function(lambda x: tf.transpose(x > 0))(tf.ones((2, 2)))
+
+
+def _flag(name, argv=None):
+    """The value of flag `name` in the command's arguments (`--name V` or `--name=V`), or None."""
+    import sys
+
+    argv = sys.argv[1:] if argv is None else argv
+    values = [a.split("=", 1)[1] for a in argv if a.startswith(name + "=")]
+    values += [b for a, b in zip(argv, argv[1:]) if a == name]
+    return values[-1] if values else None
 
 
 def _distributed(argv=None):

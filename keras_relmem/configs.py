@@ -267,11 +267,8 @@ class BabiConfig(Config):
     seed: int = _seed()
 
     def check(self):
-        for name, model in (("tied_keys", "entnet"), ("embedding_stddev", "entnet")):
-            if getattr(self, name) not in (None, False) and self.model != model:
-                what = "ties EntNet's keys to entity embeddings" if name == "tied_keys" else \
-                    "sets EntNet's embedding scale"
-                self.fail(f"{name} {what}; model is {self.model!r}")
+        _core_fields(self, {"entnet": ("tied_keys", "embedding_stddev"), "entnet|rmc": ("num_blocks",),
+                            "rmc": ("mem_slots", "head_size"), "rmc|memo": ("num_heads",), "memo": ("max_hops",)})
         if self.restore_best and self.validation_split == 0:
             self.fail("restore_best picks the epoch by its validation loss; validation_split is 0")
         if self.schedule == "plateau" and self.validation_split == 0:
@@ -430,6 +427,9 @@ got ('17=0',)
             keys = [item.partition("=")[0] for item in items]
             if len(set(keys)) < len(keys):
                 self.fail(f"{name} names a key twice: {list(items)}")
+        if self.first_tasks and not set(self.first_tasks) & set(self.trained_tasks):
+            self.fail(f"first_tasks {list(self.first_tasks)}: none of them is trained (tasks "
+                      f"{self.trained_tasks}); name first tasks among the trained ones, or none")
         if self.first_tasks and self.first_tasks_rounds == 0:
             self.fail("first_tasks_rounds must be >= 1 with first_tasks (the rounds they train alone); got 0")
         if self.supervised_hops > self.max_hops:
@@ -487,12 +487,18 @@ class LMConfig(Config):
         _core_fields(self, {"rmc": ("mem_slots", "head_size", "num_heads", "key_size"), "lstm": ("units",)})
 
 
+MODEL_NAMES = {"entnet": "EntNet", "rmc": "RMC", "lstm": "LSTM", "memo": "MEMO"}
+
+
 def _core_fields(config, by_model):
-    """Refuse a setting of another model's core (it would be silently ignored)."""
-    for model, names in by_model.items():
+    """Refuse a setting of another model (it would be silently ignored): `by_model` maps "model" or
+    "model|model" to the fields only those models take."""
+    for models, names in by_model.items():
         for name in names:
-            if config.model != model and getattr(config, name) is not None:
-                config.fail(f"{name} is an {model.upper()} setting; model is {config.model!r}")
+            if config.model not in models.split("|") and getattr(config, name) not in (None, False):
+                owners = " or ".join(MODEL_NAMES[m] for m in models.split("|"))
+                article = "a" if owners.startswith("MEMO") else "an"
+                config.fail(f"{name} is {article} {owners} setting; model is {config.model!r}")
 
 
 # --- Nth Farthest -------------------------------------------------------------------------------------------

@@ -301,9 +301,8 @@ class _EpochRounds(keras.callbacks.Callback):
         self.log, self.epochs, self.budget_minutes = log, epochs, budget_minutes
 
     def on_train_begin(self, logs=None):
-        saved = self.log.model_path if self.log.curve else None
-        if saved is not None and saved.exists():
-            restore_into(self.model, saved)
+        if self.log.curve:
+            restore_into(self.model, self.log.model_path)
 
     def on_epoch_begin(self, epoch, logs=None):
         self.start = time.perf_counter()
@@ -378,6 +377,9 @@ class RoundLog:
                 os.replace(pending, self.model_path)  # the commit happened; finish it
             else:
                 pending.unlink()  # saved for a round the curve never took
+        if self.curve and not self.model_path.exists():
+            raise FileNotFoundError(f"{self.model_path} is missing, though {self.curve_path} records "
+                                    f"{len(self.curve)} trained round(s): restore it, or start over (--overwrite)")
 
     def _pending_name(self, index):
         return f".{self.model_path.stem}.round{index}.keras"
@@ -491,7 +493,7 @@ def train_in_rounds(
     if budget_minutes is None and max_rounds is None:
         raise ValueError("train_in_rounds needs budget_minutes or max_rounds (or both); got neither")
     log = RoundLog(workdir)
-    if log.curve and log.model_path.exists():
+    if log.curve:
         model = keras.saving.load_model(log.model_path)
         if on_resume:
             on_resume(model)

@@ -137,7 +137,7 @@ def test_max_steps_caps_training_only(tmp_path, monkeypatch):
               "--workdir", str(tmp_path), "--no-export", "--verbose", "0"]
     commands.nth_farthest(common)
     assert seen == {"train": 1, "validation": 5}  # every one of the 40 test examples, in batches of 8
-    commands.nth_farthest(common + ["--max-eval-steps", "2"])
+    commands.nth_farthest(common + ["--max-eval-steps", "2", "--overwrite"])
     assert seen == {"train": 1, "validation": 2}
 
 

@@ -61,11 +61,12 @@ def test_a_workdir_remembers_its_config_and_a_resume_reads_it_back(tmp_path, cap
     saved = keras.saving.load_model(tmp_path / "qa1" / "checkpoint.keras")
     expected = per_task_accuracy(saved, load_babi(1, "en", memory_size=config.memory_size, seed=config.seed))[1]
     assert again["tasks"]["1"]["accuracy"] == pytest.approx(expected[0]) and again["tasks"] == more["tasks"]
-    # the command with --resume and no settings continues the recorded run too
+    # the command with --resume and no settings reads the recorded run too: finished, so its results again
+    capsys.readouterr()
     commands.babi(["--resume", "--workdir", str(tmp_path), "--no-export", "--verbose", "0", "--max-steps", "2"])
-    assert "resumed" in capsys.readouterr().out
+    assert "holds this run, finished" in capsys.readouterr().out
     # a setting a continued run cannot change is refused, naming it
-    with pytest.raises(runs.RunRefused, match=r"embedding_dim: 8 there, 16 here"):
+    with pytest.raises(runs.RunRefused, match=r"embedding_dim: 8 there, 16 here.*--overwrite"):
         kr.train(dataclasses.replace(config, embedding_dim=16), workdir=tmp_path, resume=True)
     with pytest.raises(runs.RunRefused, match="holds a BabiConfig run; this config is a LMConfig"):
         kr.train(recipes.get("lm_ptb_rmc"), workdir=tmp_path, resume=True)
@@ -76,24 +77,25 @@ def test_a_workdir_from_before_configs_is_refused_and_kept(tmp_path, capsys):
     (old / "qa1").mkdir(parents=True)
     (old / "qa1" / "curve.json").write_text("[]")
     (old / "results.json").write_text("{}")
-    with pytest.raises(runs.RunRefused, match=r"holds a run without config.json .*keras-relmem 1.0.0"):
+    with pytest.raises(runs.RunRefused, match=r"holds a run without config.json .*keras-relmem 1.0 .*--overwrite"):
         kr.train(recipes.get("quickstart"), workdir=old)
     with pytest.raises(SystemExit):
         commands.babi(["--workdir", str(old)])
     assert "holds a run without config.json" in capsys.readouterr().err
-    assert sorted(p.name for p in old.rglob("*")) == ["curve.json", "qa1", "results.json"]  # nothing written
+    # nothing written (but the lock file the refusal was made under)
+    assert sorted(p.name for p in old.rglob("*")) == [".lock", "curve.json", "qa1", "results.json"]
 
 
 def test_each_kind_of_run_has_its_own_default_workdir_and_a_run_in_a_subfolder_is_not_this_ones(tmp_path):
     # the quick start and the joint MEMO headline, both with their default folders, side by side
     assert commands.parse_babi([])[1]["workdir"] is None  # kr.train picks the config's own
-    assert (runs.DEFAULT_WORKDIRS[configs.BabiConfig], runs.DEFAULT_WORKDIRS[configs.BabiJointConfig]) == \
+    assert (runs.task_for(configs.BabiConfig).workdir, runs.task_for(configs.BabiJointConfig).workdir) == \
         ("runs/babi", "runs/babi/memo_joint")
     joint = tmp_path / "runs" / "babi" / "memo_joint"
     joint.mkdir(parents=True)
-    runs.write_config(joint, recipes.get("memo_babi_joint"))
+    runs.write_record(joint, recipes.get("memo_babi_joint"))
     (joint / "curve.json").write_text("[]")
-    assert runs.check_workdir(recipes.get("quickstart"), tmp_path / "runs" / "babi", resume=False) is None
+    assert runs._run_files(tmp_path / "runs" / "babi") == []  # the joint run's files are not the quick start's
 
 
 def test_kr_train_refuses_what_is_not_a_config():

@@ -138,19 +138,25 @@ def add_config_arguments(parser, classes, shown):
 
 def add_run_arguments(parser, workdir, plot=False, classes=()):
     """The run's controls (`keras_relmem.runs.RunOptions`): where it writes, resumption, export, output.
-    `workdir` None: each config class's own default folder (`keras_relmem.runs.DEFAULT_WORKDIRS`), named in
-    `--help` for `classes`."""
-    from keras_relmem.runs import DEFAULT_WORKDIRS
+    `workdir` None: each config class's own default folder (its task's, `keras_relmem.runs.task_for`), named in
+    `--help` for `classes`; the export flags only where one of their tasks exports a SavedModel."""
+    from keras_relmem.runs import task_for
 
-    group = parser.add_argument_group("run")
-    shown = workdir or ", ".join(f"{DEFAULT_WORKDIRS[cls]} for a {cls.__name__}" for cls in classes)
+    group = parser.add_argument_group(
+        "run", "A workdir holds one run: the same settings continue it (a finished run reports its results "
+               "again), other settings are refused, --overwrite starts over.")
+    shown = workdir or ", ".join(f"{task_for(cls).workdir} for a {cls.__name__}" for cls in classes)
     group.add_argument("--workdir", default=workdir,
                        help=f"checkpoints, metrics, config.json and results.json (default: {shown})")
     group.add_argument("--resume", action="store_true",
-                       help="continue the run in --workdir (with no settings given: the config it records)")
+                       help="continue the run in --workdir, an error if it holds none (with no settings given: the "
+                            "config it records)")
+    group.add_argument("--overwrite", action="store_true",
+                       help="start over: remove the run in --workdir first (its exports are kept)")
     group.add_argument("--results", default=None, help="the results JSON (default: WORKDIR/results.json)")
-    group.add_argument("--export-dir", default=None, help="TF Serving base folder (default: WORKDIR/export)")
-    group.add_argument("--no-export", dest="export", action="store_false", help="do not export a SavedModel")
+    if any(task_for(cls).exports for cls in classes):
+        group.add_argument("--export-dir", default=None, help="TF Serving base folder (default: WORKDIR/export)")
+        group.add_argument("--no-export", dest="export", action="store_false", help="do not export a SavedModel")
     group.add_argument("--strategy", choices=STRATEGIES, default="auto", help="tf.distribute strategy (default: auto)")
     group.add_argument("--jit-compile", action=argparse.BooleanOptionalAction, default=None,
                        help="compile the training step with XLA (default: the task's choice)")
@@ -191,8 +197,8 @@ def positive_int(text):
     return value
 
 
-RUN_FLAGS = ("workdir", "resume", "results", "export_dir", "export", "strategy", "jit_compile", "logdir", "threads",
-             "max_steps", "max_eval_steps", "verbose", "plot")
+RUN_FLAGS = ("workdir", "resume", "overwrite", "results", "export_dir", "export", "strategy", "jit_compile", "logdir",
+             "threads", "max_steps", "max_eval_steps", "verbose", "plot")
 
 
 def build_parser(description, classes, shown, workdir, plot=False):
@@ -244,7 +250,7 @@ def parse(argv, classes, choose, workdir, description=None, shown=None, plot=Fal
         classes: the config classes whose fields are its flags.
         choose: `(given settings) -> config`: the recipe (or recorded config) the flags apply to when no
             `--recipe` is named.
-        workdir: the default `--workdir` (None: the config class's own, `keras_relmem.runs.DEFAULT_WORKDIRS`).
+        workdir: the default `--workdir` (None: the config class's task's, `keras_relmem.runs.task_for`).
         description: the `--help` text.
         shown: the config(s) whose values `--help` shows as defaults (default: `choose({})`).
         plot: whether the command takes `--plot`.
@@ -282,14 +288,20 @@ def parse(argv, classes, choose, workdir, description=None, shown=None, plot=Fal
                 parser.error(f"--recipe {base.recipe} is for --model {base.model}; got --model {given['model']}")
         else:
             chosen = choose(given)
-            where = namespace.workdir or runs.DEFAULT_WORKDIRS[type(chosen)]
+            where = namespace.workdir or runs.task_for(type(chosen)).workdir
             recorded = runs.recorded_config(where) if namespace.resume else None
+            if recorded is not None and type(recorded) not in classes:
+                parser.error(f"--resume: {where} holds a {type(recorded).__name__} run, which {command} does not "
+                             "train; give the workdir of one of its runs")
             base = recorded if recorded is not None and not (set(given) & {"model", "joint"}) else chosen
         other = sorted(set(given) - {f.name for f in type(base).settings()})
         if other:
             flags = ", ".join("--" + name.replace("_", "-") for name in other)
             parser.error(f"{flags}: not a setting of {type(base).__name__} (recipe {base.recipe}); see --help")
         return dataclasses.replace(base, **given), options, namespace
+    except runs.RunRefused as error:
+        print(f"{command}: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
     except (KeyError, ValueError) as error:
         parser.error(str(error.args[0]))
 
@@ -304,8 +316,10 @@ def run(argv, classes, choose, workdir, description, shown=None, plot=False, ann
                                prog=classes[0].command)
     if announce:
         announce(config)
+    from keras_relmem.data.sources import DataFormatError
+
     try:
         return runs.train(config, **options)
-    except (runs.RunRefused, FileNotFoundError, ConnectionError) as error:
+    except (runs.RunRefused, OSError, DataFormatError) as error:  # refused, missing files, unreadable data
         print(f"{classes[0].command}: error: {error}", file=sys.stderr)
         raise SystemExit(2) from None

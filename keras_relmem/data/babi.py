@@ -187,7 +187,8 @@ class BabiFiles:
         self.archive = None
         if root.is_file():
             if not tarfile.is_tarfile(root):
-                raise ValueError(f"{root} is neither a directory nor a bAbI .tar.gz archive.")
+                raise ValueError(f"{root} (data_dir, or ${sources.ENV_VAR}) is neither a folder nor a bAbI .tar.gz "
+                                 "archive: point it at the data folder that holds babi/")
             self.archive = root
             self.base = None
         else:

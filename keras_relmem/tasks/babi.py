@@ -9,6 +9,7 @@ model for TF Serving. MEMO's joint run in rounds is `keras_relmem.tasks.babi_joi
 import pathlib
 import time
 
+from keras_relmem import configs, runs
 from keras_relmem.data import babi as babi_data
 
 SOLVED_ERROR = 0.05
@@ -40,12 +41,13 @@ def load_data(config, tasks):
                                validation_split=config.validation_split, seed=config.seed)
 
 
-def check_files(config):
-    """Every bAbI file the run reads exists (a FileNotFoundError naming the first missing one)."""
+def check_files(config, tasks=None, task_data=None):
+    """Every bAbI file the run reads exists (a FileNotFoundError naming the first missing one): of `tasks`
+    (default: the config's), `task_data` `{task: data}` naming a task read from another set than `config.data`."""
     files = babi_data.BabiFiles(config.data_dir)
-    for task in config.tasks:
+    for task in tasks or config.tasks:
         for split in babi_data.SPLITS:
-            path = files.path(config.data, task, split)
+            path = files.path((task_data or {}).get(task, config.data), task, split)
             if files.archive is None and not pathlib.Path(path).is_file():
                 hint = " (task 3 of en-10k is missing from our shared copy; use data 'en')" if task == 3 else ""
                 raise FileNotFoundError(f"bAbI file not found: {path}{hint}")
@@ -205,7 +207,6 @@ def train_one(config, run, tasks, workdir, strategy, callbacks=(), adjust_model=
     if run.export and distribute.is_chief():
         exported = str(export.export_babi(model, data, run.export_base(),
                                           name=export.babi_model_name(config.model, tasks)))
-        export.announce(exported)
     return model, data, accuracy, seconds, exported, record
 
 
@@ -214,9 +215,8 @@ def train(config, run):
     all of them with `joint`; returns the results dict also written to `results.json`."""
     import keras
 
-    from keras_relmem import distribute, training
+    from keras_relmem import distribute
 
-    check_files(config)
     keras.utils.set_random_seed(config.seed)
     strategy = distribute.get_strategy(run.strategy)
     joint = config.joint and len(config.tasks) > 1
@@ -230,8 +230,7 @@ def train(config, run):
         exports[label] = exported
         for task, (acc, count) in accuracy.items():
             results[task] = {"accuracy": acc, "error": 1.0 - acc, "questions": count}
-    print("\n" + format_table(results, config.model), flush=True)
-    summary = {
+    return {
         "model": config.model,
         "data": config.data,
         "joint": joint,
@@ -242,7 +241,11 @@ def train(config, run):
         "exports": exports,
         "args": run.recorded(config),
     }
-    if distribute.is_chief():
-        training.write_json(run.results_path, summary)
-        print(f"Results written to {run.results_path}")
-    return summary
+
+
+def table(results):
+    """A bAbI run's results as the command prints them."""
+    return format_table({int(task): row for task, row in results["tasks"].items()}, results["model"])
+
+
+TASK = runs.register(runs.Task(configs.BabiConfig, train, table, "runs/babi", check=check_files))

@@ -30,8 +30,10 @@ import dataclasses
 import pathlib
 import time
 
+from keras_relmem import configs, runs
 from keras_relmem.data.renaming import INTERCHANGEABLE_WORDS
 from keras_relmem.tasks import memo_options
+from keras_relmem.tasks.babi import check_files as babi_check_files
 from keras_relmem.tasks.babi import format_table
 
 
@@ -83,13 +85,15 @@ def task_repeats(items):
                        "K >= 1 and a task named once")
 
 
+# task 3's en-10k training file is missing from the shared copy: its 1k files stand in
+TASK_DATA = {"en-10k": {3: "en"}}
+
+
 def load(config):
     from keras_relmem.data import load_babi
 
-    # task 3's en-10k training file is missing from the shared copy: its 1k files stand in
     return load_babi(list(config.tasks) or "all", config.data, data_dir=config.data_dir,
-                     memory_size=config.memory_size, seed=config.seed,
-                     task_data={3: "en"} if config.data == "en-10k" else None)
+                     memory_size=config.memory_size, seed=config.seed, task_data=TASK_DATA.get(config.data))
 
 
 def build(args, data, jit_compile=False):
@@ -389,19 +393,6 @@ def start_trained_tasks(args, tasks):
             if all(repeats_for_round(args, tasks, index).get(task, 1) > 0 for index in range(args.start_rounds))]
 
 
-def refuse_to_overwrite(results, workdir):
-    """A new run (nothing in `workdir` to continue) would write over `results`: refused when that file
-    already holds a run, so a committed result is not lost to a rerun of its command after its workdir
-    was removed, or to a new recipe left on the default --results."""
-    from keras_relmem.runs import RunRefused
-    from keras_relmem.training import saved_curve
-
-    begun = saved_curve(workdir) or (workdir / "starts.json").exists() or (workdir / "start0").is_dir()
-    if results.exists() and not begun:
-        raise RunRefused(f"{results} already holds a run, and {workdir} has none to continue: a new run would "
-                         "overwrite it; pass another results file, or remove the file to train again")
-
-
 def choose_start(args, workdir, rounds):
     """--starts: train each start for --start-rounds rounds in `workdir`/start<k>, then go on with the one of
     lowest training error over the tasks those rounds train (`start_trained_tasks`; a curriculum's left-out
@@ -505,18 +496,28 @@ def data_bucket_bounds(data):
 
 def train(config, run):
     """Train `config` (a `configs.BabiJointConfig`) as `run` (`RunOptions`) says, until its budget is spent
-    (continuing what the workdir holds); print the per-task table, write the results and export the model.
-    Returns the results dict."""
+    (continuing what the workdir holds), and export the model; returns the results dict."""
     from keras_relmem import export
 
     results, model, data = train_model(config, run)
+    if run.export:
+        results["export"] = str(export.export_babi(model, data, run.export_base(),
+                                                   name=export.babi_model_name("memo", data.tasks)))
+    return results
+
+
+def table(results):
+    """A joint run's results as the command prints them: the per-task table and the hops' rank correlation."""
     rows = {int(task): {"accuracy": 1 - row["error"] / 100, "error": row["error"] / 100}
             for task, row in results["tasks"].items()}
-    print("\n" + format_table(rows, "memo, joint"), flush=True)
     rho = results["hops_spearman"]
-    print(f"Spearman of mean hops and supporting facts across tasks: {'-' if rho is None else f'{rho:.2f}'}")
-    print(f"Results written to {run.results_path}")
-    if run.export:
-        path = export.export_babi(model, data, run.export_base(), name=export.babi_model_name("memo", data.tasks))
-        export.announce(str(path))
-    return results
+    return (format_table(rows, "memo, joint") + "\nSpearman of mean hops and supporting facts across tasks: "
+            + ("-" if rho is None else f"{rho:.2f}"))
+
+
+def check_files(config):
+    """Every bAbI file the joint run reads exists (task 3 of en-10k: its en files, see `load`)."""
+    babi_check_files(config, config.trained_tasks, TASK_DATA.get(config.data))
+
+
+TASK = runs.register(runs.Task(configs.BabiJointConfig, train, table, "runs/babi/memo_joint", check=check_files))

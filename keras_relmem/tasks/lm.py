@@ -11,6 +11,7 @@ model.
 import math
 import time
 
+from keras_relmem import configs, runs
 from keras_relmem.data import lm as lm_data
 
 
@@ -80,18 +81,24 @@ def train(config, run):
         "train_seconds": seconds,
         "args": run.recorded(config),
     }
-    for entry in results["epochs"]:
-        print(f"epoch {entry['epoch'] + 1}: validation perplexity {entry['val_perplexity']:.2f}")
-    print(f"test perplexity {results['test_perplexity']:.2f}", flush=True)
     if run.export and distribute.is_chief():
         serving = language_model.build_language_model(args.model, len(corpus.vocab), **hparams)
         serving.set_weights(model.get_weights())
         results["export"] = str(export.export_lm(serving, corpus.vocab, run.export_base(),
                                                  name=f"lm_{args.model}_{args.corpus}"))
-        export.announce(results["export"])
-    if distribute.is_chief():
-        training.write_json(run.results_path, results)
     return results
+
+
+def table(results):
+    """An LM run's results as the command prints them: validation perplexity per epoch, test perplexity."""
+    lines = [f"epoch {e['epoch'] + 1}: validation perplexity {e['val_perplexity']:.2f}" for e in results["epochs"]]
+    return "\n".join(lines + [f"test perplexity {results['test_perplexity']:.2f}"])
+
+
+def check_corpus(config):
+    """The corpus files the run reads exist (a FileNotFoundError naming the first missing one)."""
+    for split in lm_data.SPLITS:
+        lm_data.corpus_file(getattr(config, "corpus", "ptb"), split, config.data_dir)
 
 
 def learning_rate_at(epoch, base, decay, after):
@@ -184,6 +191,16 @@ def train_rounds(config, run):
         model.load_weights(workdir / BEST_WEIGHTS)
         result.update({"best_round": best["round"], "best_minutes": best["minutes"],
                        "best_val_perplexity": best["val_perplexity"], "best_perplexity": perplexity(model, test)})
-    print(f"{config.model}: test perplexity {result['perplexity']:.1f} after {result['minutes']:.1f} training "
-          f"minutes ({result['epochs']:.2f} epochs)")
     return finish(result)
+
+
+def table_rounds(result):
+    """A budgeted LM run's result as the command prints it."""
+    best = (f"; the best validation round's: {result['best_perplexity']:.1f}" if "best_perplexity" in result else "")
+    return (f"{result['args']['model']}: test perplexity {result['perplexity']:.1f} after {result['minutes']:.1f} "
+            f"training minutes ({result['epochs']:.2f} epochs){best}")
+
+
+TASK = runs.register(runs.Task(configs.LMConfig, train, table, "runs/lm", check=check_corpus))
+ROUNDS = runs.register(runs.Task(configs.LMRoundsConfig, train_rounds, table_rounds, "runs/lm_rounds",
+                                 check=check_corpus, exports=False))

@@ -16,6 +16,7 @@ embedding size (64).
 
 import pathlib
 
+from keras_relmem import configs, runs
 from keras_relmem.data import lte
 
 
@@ -121,27 +122,36 @@ def train(config, run):
         steps_per_epoch=steps,
     )
     epochs = record["epochs"]
-    setting = f"length {args.length}" + (f", nesting {args.nesting}" if args.task in lte.PROGRAM_TASKS else "")
-    print(f"\nLearning to Execute, {args.task} ({setting}), {args.model} ({model.count_params():,} parameters)")
-    print(f"{'epoch':>5} {'level':>7} {'train chars':>11} {'test chars':>10} {'test solved':>11}")
-    for e in epochs:
-        lvl = f"{int(e.get('level_length', args.length))},{int(e.get('level_nesting', args.nesting))}"
-        print(f"{e['epoch'] + 1:>5} {lvl:>7} {e['character_accuracy']:11.1%} "
-              f"{e['val_character_accuracy']:10.1%} {e['val_solved']:11.1%}")
     results = {
         "task": args.task, "model": args.model, "parameters": int(model.count_params()),
         "test_character_accuracy": epochs[-1]["val_character_accuracy"] if epochs else None,
         # the paper's measure: the best test accuracy of the run
         "best_test_character_accuracy": max((e["val_character_accuracy"] for e in epochs), default=None),
         "test_solved": epochs[-1]["val_solved"] if epochs else None,
+        "epochs": [{"epoch": e["epoch"], "level": [int(e.get("level_length", args.length)),
+                                                   int(e.get("level_nesting", args.nesting))],
+                    **{k: e[k] for k in ("character_accuracy", "val_character_accuracy", "val_solved")}}
+                   for e in epochs],
         "args": run.recorded(config),
     }
-    training.write_json(run.results_path, results)
     if run.export:
         from keras_relmem import export
 
-        path = export.export_lte(model, args.task, args.length, args.nesting, run.export_base(),
-                                 name=f"lte_{args.task}", style=args.data)
-        export.announce(path)
-        results["export"] = str(path)
+        results["export"] = str(export.export_lte(model, args.task, args.length, args.nesting, run.export_base(),
+                                                  name=f"lte_{args.task}", style=args.data))
     return results
+
+
+def table(results):
+    """A Learning to Execute run's results as the command prints them: the curriculum's level and the
+    accuracies per epoch."""
+    args = results["args"]
+    setting = f"length {args['length']}" + (f", nesting {args['nesting']}" if args["task"] in lte.PROGRAM_TASKS else "")
+    lines = [f"Learning to Execute, {args['task']} ({setting}), {args['model']} ({results['parameters']:,} parameters)",
+             f"{'epoch':>5} {'level':>7} {'train chars':>11} {'test chars':>10} {'test solved':>11}"]
+    return "\n".join(lines + [
+        f"{e['epoch'] + 1:>5} {'{},{}'.format(*e['level']):>7} {e['character_accuracy']:11.1%} "
+        f"{e['val_character_accuracy']:10.1%} {e['val_solved']:11.1%}" for e in results["epochs"]])
+
+
+TASK = runs.register(runs.Task(configs.LTEConfig, train, table, "runs/lte"))

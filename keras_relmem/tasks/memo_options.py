@@ -52,6 +52,21 @@ def build_classifier(config, num_answers, **settings):
     return model
 
 
+def check_warm_start(path):
+    """`path` (None: no warm start) is a .keras file that can be read; else a FileNotFoundError or ValueError
+    naming it."""
+    import pathlib
+    import zipfile
+
+    if path is None:
+        return
+    if not pathlib.Path(path).is_file():
+        raise FileNotFoundError(f"warm_start {path}: no such file; name a MEMO saved as .keras by an earlier run "
+                                "(its workdir's model.keras)")
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"warm_start {path} is not a readable .keras file (truncated or another format)")
+
+
 def warm_start_memo(model, path):
     """Copy every weight but the halting network's from the saved MEMOClassifier at `path` into `model`.
 

@@ -9,6 +9,7 @@ its final output. Test accuracy is reported after every epoch.
 import pathlib
 import time
 
+from keras_relmem import configs, runs
 from keras_relmem.data import synthetic
 
 
@@ -70,10 +71,6 @@ def train(config, run):
         resume=run.resume, logdir=run.logdir, verbose=run.verbosity(),
     )
     curve = [(e["epoch"] + 1, e.get("accuracy"), e.get("val_accuracy")) for e in record["epochs"]]
-    print(f"\nNth Farthest ({args.model}, {model.count_params():,} parameters): accuracy over training")
-    print(f"{'epoch':>5} {'train':>7} {'test':>7}")
-    for epoch, acc, val in curve:
-        print(f"{epoch:>5} {acc:7.1%} {val:7.1%}")
     results = {
         "model": args.model,
         "parameters": int(model.count_params()),
@@ -91,7 +88,6 @@ def train(config, run):
                 model, test, run.plot, metrics_path=pathlib.Path(run.workdir) / "metrics.json"
             ):
                 print(f"Wrote {path}")
-        training.write_json(run.results_path, results)
         if run.export:
             from keras_relmem import export
 
@@ -173,6 +169,24 @@ def train_rounds(config, run):
                             f"train {e['train_accuracy']:5.1f}%  test {e['test_accuracy']:5.1f}%"
                             + (f"  asked n = {', '.join(map(str, e['asked']))}" if "asked" in e else "")),
         on_round=on_round)
-    result = finish({"complete": True, "parameters": int(model.count_params()), **summary(curve)})
-    print(f"{config.model}: test accuracy {result['accuracy']:.1f}% after {result['minutes']:.1f} training minutes")
-    return result
+    return finish({"complete": True, "parameters": int(model.count_params()), **summary(curve)})
+
+
+def table(results):
+    """An Nth Farthest run's results as the command prints them: accuracy over training."""
+    lines = [f"Nth Farthest ({results['model']}, {results['parameters']:,} parameters): accuracy over training",
+             f"{'epoch':>5} {'train':>7} {'test':>7}"]
+    return "\n".join(lines + [f"{e['epoch']:>5} {e['train_accuracy']:7.1%} {e['test_accuracy']:7.1%}"
+                              for e in results["curve"]])
+
+
+def table_rounds(result):
+    """A budgeted Nth Farthest run's result as the command prints it."""
+    return (f"{result['args']['model']}: test accuracy {result['accuracy']:.1f}% (best {result['best_accuracy']:.1f}%) "
+            f"after {result['minutes']:.1f} training minutes")
+
+
+TASK = runs.register(runs.Task(configs.NthFarthestConfig, train, table, "runs/nth_farthest"))
+ROUNDS = runs.register(runs.Task(configs.NthFarthestRoundsConfig, train_rounds, table_rounds,
+                                 "runs/nth_farthest_rounds", exports=False))
+

@@ -17,6 +17,7 @@ the model saved, so a rerun continues.
 
 import time
 
+from keras_relmem import configs, runs
 from keras_relmem.tasks import memo_options
 from keras_relmem.tasks.rounds import recorder
 
@@ -171,3 +172,24 @@ def train(config, run):
                                describe=describe, on_round=on_round, before_round=anneal,
                                on_resume=lambda model: memo_options.apply_halting_arguments(model, config))
     return finish({"complete": True, **summary(curve)})
+
+
+def table(result):
+    """A PAI run's result as the command prints it: test accuracy and mean hops per query type."""
+    args = result["args"]
+    kinds = list(result["hops"])
+    lines = [f"{memo_options.label(args['model'])} on paired associative inference, length {args['length']}: "
+             f"{result['rounds']} rounds, {result['minutes']:.1f} training minutes, {result['sequences']} sequences "
+             "per memory",
+             f"{'query':>6} {'accuracy':>9} {'hops':>6}"]
+    lines += [f"{kind:>6} {result[kind]:8.1f}% {result['hops'][kind]:6.2f}" for kind in kinds]
+    by_distance = ", ".join(f"{d}: {h:.2f}" for d, h in result["hops_by_distance"].items())
+    return "\n".join(lines + [f"mean hops by inference distance: {by_distance}"])
+
+
+def check(config):
+    """A warm-start file, if named, is a readable .keras file."""
+    memo_options.check_warm_start(config.warm_start)
+
+
+TASK = runs.register(runs.Task(configs.PAIConfig, train, table, "runs/memo_pai", check=check, exports=False))

@@ -10,6 +10,7 @@ graphs run until the budget is spent; after each the model and curve are saved, 
 
 import time
 
+from keras_relmem import configs, runs
 from keras_relmem.tasks import memo_options
 from keras_relmem.tasks.rounds import recorder
 
@@ -116,3 +117,15 @@ def train(config, run):
                                run.workdir, config.budget_minutes, describe=describe, on_round=on_round,
                                on_resume=lambda model: memo_options.apply_halting_arguments(model, config))
     return finish({"complete": True, **summary(curve)})
+
+
+def table(result):
+    """A shortest-path run's result as the command prints it: each node's accuracy and mean hops, the path's."""
+    args = result["args"]
+    lines = [f"{memo_options.label(args['model'])} on shortest paths {args['setting']}: {result['rounds']} rounds, "
+             f"{result['minutes']:.1f} training minutes", f"{'answer':>12} {'accuracy':>9} {'hops':>6}"]
+    lines += [f"{name:>12} {result[name]:8.1f}% {result['hops'][name]:6.2f}" for name in NODE_NAMES if name in result]
+    return "\n".join(lines + [f"{'whole path':>12} {result['path']:8.1f}%"])
+
+
+TASK = runs.register(runs.Task(configs.ShortestPathConfig, train, table, "runs/memo_shortest_path", exports=False))

@@ -241,9 +241,11 @@ def test_first_tasks_train_alone_for_the_curriculums_rounds_then_every_task(caps
     assert parse_args([]).first_tasks_rounds == 0
     # without --first-tasks there is no curriculum: its rounds and rate (a recipe's, say) go with it
     assert parse_args(["--first-tasks-rounds", "2", "--first-tasks-learning-rate", "1e-4"]).first_tasks_rounds == 0
-    # a curriculum is kept to the trained tasks (a recipe's on fewer tasks): none left, none at all
-    assert parse_args(["--tasks", "1", "--first-tasks", "16", "--first-tasks-rounds", "2"]).first_tasks_rounds == 0
-    for bad, message in ((["--first-tasks", "16", "--first-tasks-rounds", "0"], "first_tasks_rounds must be >= 1"),):
+    # a curriculum is kept to the trained tasks (a recipe's on fewer tasks), but one with none of them is refused
+    assert parse_args(["--tasks", "1", "2", "--first-tasks", "2", "16"]).first_tasks == (2,)
+    assert parse_args(["--tasks", "1", "--first-tasks"]).first_tasks_rounds == 0
+    for bad, message in ((["--first-tasks", "16", "--first-tasks-rounds", "0"], "first_tasks_rounds must be >= 1"),
+                         (["--tasks", "1", "2", "--first-tasks", "5"], "first_tasks [5]: none of them is trained")):
         with pytest.raises(SystemExit):
             parse_args(bad)
         assert message in capsys.readouterr().err

@@ -143,11 +143,11 @@ def test_joint_training_reports_every_task(tmp_path, capsys):
         (["--model", "transformer"], "--model: expected one of 'entnet', 'lstm', 'memo', 'rmc'; got 'transformer'"),
         (["--epochs", "0"], "BabiConfig.epochs: expected an integer >= 1; got 0"),
         (["--epoch", "3"], "unrecognized arguments: --epoch"),
-        (["--model", "rmc", "--tied-keys"], "tied_keys ties EntNet's keys"),
+        (["--model", "rmc", "--tied-keys"], "tied_keys is an EntNet setting; model is 'rmc'"),
         (["--schedule", "plateau", "--validation-split", "0"], "schedule 'plateau' watches the validation loss"),
         (["--schedule", "cyclic", "--min-learning-rate", "0.1"], "need min <= max"),
         (["--weight-decay", "-0.1"], "BabiConfig.weight_decay: expected a number >= 0; got -0.1"),
-        (["--model", "lstm", "--embedding-stddev", "0.3"], "embedding_stddev sets EntNet's embedding scale"),
+        (["--model", "lstm", "--embedding-stddev", "0.3"], "embedding_stddev is an EntNet setting; model is 'lstm'"),
         (["--embedding-stddev", "0"], "BabiConfig.embedding_stddev: expected a number > 0; got 0.0"),
         (["--recipe", "nonesuch"], "no recipe 'nonesuch'"),
         (["--recipe", "lm_ptb_rmc"], "--recipe lm_ptb_rmc is a recipe of relmem-train-lm"),
@@ -180,7 +180,7 @@ def test_killed_run_resumes_from_last_completed_epoch(tmp_path):
     workdir = tmp_path / "run"
     command = [
         sys.executable, str(SCRIPT), "--task", "1", "--epochs", "6", "--embedding-dim", "16",
-        "--batch-size", "8", "--workdir", str(workdir), "--resume", "--no-export", "--verbose", "0",
+        "--batch-size", "8", "--workdir", str(workdir), "--no-export", "--verbose", "0",
     ]
     metrics_file = workdir / "qa1" / "metrics.json"
     first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
