@@ -117,6 +117,7 @@ class Config:
     """
 
     command: ClassVar[str] = ""
+    RENAMED: ClassVar[dict] = {}  # a field's earlier name -> (values of the new fields from the old value, new flags)
     recipe: str | None = dataclasses.field(default=None, compare=False, metadata={"cli": False})
     summary: str = dataclasses.field(default="", compare=False, repr=False, metadata={"cli": False})
     source: str = dataclasses.field(default="", compare=False, repr=False, metadata={"cli": False})
@@ -159,6 +160,10 @@ class Config:
         """A config from `{field: value}` (e.g. a workdir's `config.json`); an unknown field is a ValueError
         that names it and lists the fields."""
         known = {f.name for f in dataclasses.fields(cls)}
+        values = dict(values)
+        for old, (convert, _) in cls.RENAMED.items():
+            if old in values:
+                values.update(convert(values.pop(old)))
         for name in values:
             if name not in known:
                 close = difflib.get_close_matches(name, known, n=1)
@@ -338,6 +343,13 @@ got ('17=0',)
     """
 
     command: ClassVar[str] = "relmem-train-babi"
+    # 1.1's names of fields that now carry MEMO's argument names: old name -> (its value as the new fields, the
+    # flags that replace the old flag)
+    RENAMED: ClassVar[dict] = {
+        "per_hop_weights": (lambda v: {"share_hop_weights": not v}, "--no-share-hop-weights"),
+        "no_time": (lambda v: {"time_encoding": not v}, "--no-time-encoding"),
+        "dropout": (lambda v: {"attention_dropout": v, "answer_dropout": v}, "--attention-dropout and --answer-dropout"),
+    }
     model: Literal["memo"] = setting("memo", "the model (MEMO only)")
     task: int | Literal["all"] = setting("all", "'all', or one task 1..20 (see tasks)",
                                          (_babi_task, "1..20 or 'all'"))
@@ -388,7 +400,7 @@ got ('17=0',)
                                           "(end-to-end memory networks' linear start)", NON_NEGATIVE)
     bag_init: bool = setting(False, "MEMO(bag_init=True): keys, values and query start as one projection of their "
                                     "summed words")
-    per_hop_weights: bool = setting(False, "MEMO(share_hop_weights=False): each hop its own W_q and W_h")
+    share_hop_weights: bool = setting(True, "every hop shares MEMO's W_q and W_h (False: each hop its own)")
     logit_scale: float | None = setting(None, "MEMO(logit_scale=S): cosine attention logits times a learned scale "
                                               "per head starting at S", POSITIVE)
     coverage_penalty: float = setting(0.0, "MEMO(coverage_penalty=C): each hop's logits lose C times the attention "
@@ -399,8 +411,10 @@ got ('17=0',)
              "(0: none)", NON_NEGATIVE, resume=True)
     supervised_hops: int = setting(1, "how many of the first hops attention_supervision shows their fact",
                                    AT_LEAST_ONE, resume=True)
-    no_time: bool = setting(False, "no time encoding: facts are their words alone")
-    dropout: float = setting(0.1, "MEMO's dropout on the attention weights and before the answer layer", FRACTION)
+    time_encoding: bool = setting(True, "each fact carries a learned encoding of its age (False: facts are their "
+                                        "words alone)")
+    attention_dropout: float = setting(0.1, "MEMO's dropout on the attention weights", FRACTION)
+    answer_dropout: float = setting(0.1, "MEMO's dropout before the answer layer", FRACTION)
     embedding_dim: int = setting(64, "word embedding size", AT_LEAST_ONE)
     embedding_stddev: float | None = setting(None, "draw the word and time embeddings from N(0, this) (None: "
                                                    "Keras' uniform in +-0.05)", POSITIVE)
@@ -434,8 +448,8 @@ got ('17=0',)
             self.fail("first_tasks_rounds must be >= 1 with first_tasks (the rounds they train alone); got 0")
         if self.supervised_hops > self.max_hops:
             self.fail(f"supervised_hops must be at most max_hops {self.max_hops}; got {self.supervised_hops}")
-        if self.no_time and self.time_noise:
-            self.fail("time_noise needs the time encoding; it cannot go with no_time")
+        if not self.time_encoding and self.time_noise:
+            self.fail("time_noise needs the time encoding; it cannot go with time_encoding False")
 
     @property
     def trained_tasks(self):

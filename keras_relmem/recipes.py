@@ -168,8 +168,8 @@ _MEMO_BABI_JOINT = {
     "first_tasks_learning_rate": 3e-4, "learning_rate": 3e-4, "learning_rate_from": ("65=1e-4",),
     "budget_minutes": 240.0, "starts": 3, "start_rounds": 2, "steps_per_round": 2000, "memory_size": 320,
     "batch_size": 32, "clipnorm": 10.0, "bag_init": True, "coverage_penalty": 5.0, "embedding_stddev": 1.0,
-    "dropout": 0.1, "embedding_dim": 64, "num_heads": 4, "key_size": 32, "max_hops": 5,
-    "halting_warmup_rounds": 12, "answer_loss": "all", "gamma": 1.0, "beta": 0.01,
+    "attention_dropout": 0.1, "answer_dropout": 0.1, "embedding_dim": 64, "num_heads": 4, "key_size": 32,
+    "max_hops": 5, "halting_warmup_rounds": 12, "answer_loss": "all", "gamma": 1.0, "beta": 0.01,
     "halting_inputs": "distance+entropy", "warmup_answer_loss": "last", "answer_warmup_rounds": 2,
 }
 register(

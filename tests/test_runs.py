@@ -280,3 +280,27 @@ def test_runs_names_no_task_and_the_package_has_no_import_cycle():
         if start not in state:
             visit(start, [start])
     assert not cycles, cycles[:3]
+
+
+def test_the_joint_runs_memo_settings_carry_memos_argument_names_and_the_old_flags_name_the_new(capsys):
+    import inspect
+
+    from keras_relmem.layers import MEMO
+
+    arguments = set(inspect.signature(MEMO).parameters)
+    assert {"share_hop_weights", "attention_dropout", "answer_dropout"} <= arguments
+    fields = {f.name for f in configs.BabiJointConfig.settings()}
+    assert {"share_hop_weights", "time_encoding", "attention_dropout", "answer_dropout"} <= fields
+    assert not {"per_hop_weights", "no_time", "dropout"} & fields
+    for old, new in (("--per-hop-weights", "--no-share-hop-weights"), ("--no-time", "--no-time-encoding"),
+                     ("--dropout", "--attention-dropout and --answer-dropout")):
+        with pytest.raises(SystemExit):
+            commands.parse_babi(["--model", "memo", "--task", "all", "--joint", old, *(["0.2"] * (old == "--dropout"))])
+        assert f"{old} is now {new}" in capsys.readouterr().err
+    # a workdir recorded by 1.1 still reads: its old fields become the new ones
+    recorded = {**configs.BabiJointConfig().to_dict(), "per_hop_weights": True, "no_time": True, "dropout": 0.2}
+    for name in ("share_hop_weights", "time_encoding", "attention_dropout", "answer_dropout"):
+        recorded.pop(name)
+    config = configs.BabiJointConfig.from_dict(recorded)
+    assert (config.share_hop_weights, config.time_encoding, config.attention_dropout, config.answer_dropout) == \
+        (False, False, 0.2, 0.2)

@@ -121,10 +121,7 @@ def add_config_arguments(parser, classes, shown):
             help_text = f"{field.metadata['help']} (default: {_shown(default)})".replace("%", "%%")
             listed = [k for k in (kind, *typing.get_args(kind)) if typing.get_origin(k) is tuple]
             item = typing.get_args(listed[0])[0] | None if listed else kind  # "none" names no list at all
-            if kind is bool and field.name.startswith("no_"):  # --no-time, not --no-no-time
-                group.add_argument(flag, dest=field.name, action="store_true", default=argparse.SUPPRESS,
-                                   help=help_text)
-            elif kind is bool:  # a Literal[True] field (the joint run's `joint`) is a bool flag too
+            if kind is bool:  # a Literal[True] field (the joint run's `joint`) is a bool flag too
                 group.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction,
                                    default=argparse.SUPPRESS, help=help_text)
             elif listed:
@@ -269,6 +266,11 @@ def parse(argv, classes, choose, workdir, description=None, shown=None, plot=Fal
         parser.prog = prog
     if extra:
         extra(parser)
+    for cls in classes:  # a flag renamed in 1.2: refused, naming its replacement
+        for old, (_, replacement) in cls.RENAMED.items():
+            flag = "--" + old.replace("_", "-")
+            if any(a == flag or a.startswith(flag + "=") for a in argv):
+                parser.error(f"{flag} is now {replacement} (MEMO's own argument names; see the CHANGELOG)")
     namespace = parser.parse_args(argv)
     command = classes[0].command
     if namespace.list_recipes:

@@ -107,16 +107,16 @@ def build(args, data, jit_compile=False):
         "memo", len(data.vocab), len(data.answer_vocab), data.story_length, data.sentence_length,
         data.query_length, embedding_dim=args.embedding_dim, num_heads=args.num_heads,
         key_size=args.key_size, max_hops=args.max_hops,
-        attention_dropout=args.dropout, answer_dropout=args.dropout, linear_start=args.linear_start_rounds > 0,
-        bag_init=args.bag_init, share_hop_weights=not args.per_hop_weights,
+        attention_dropout=args.attention_dropout, answer_dropout=args.answer_dropout,
+        linear_start=args.linear_start_rounds > 0, bag_init=args.bag_init, share_hop_weights=args.share_hop_weights,
         logit_scale=args.logit_scale, coverage_penalty=args.coverage_penalty,
-        sum_fact_items=args.sum_fact_items, time_encoding=not args.no_time,
+        sum_fact_items=args.sum_fact_items, time_encoding=args.time_encoding,
         attention_supervision=args.attention_supervision, supervised_hops=args.supervised_hops,
         **memo_options.halting_settings(args),
     )
     if args.embedding_stddev is not None:
         for salt, table in enumerate((model.embed, model.time_embed)):  # a seed per table: distinct rows
-            if table is None:  # --no-time
+            if table is None:  # no time encoding
                 continue
             table.embeddings.assign(keras.initializers.RandomNormal(
                 stddev=args.embedding_stddev, seed=args.seed + salt)(table.embeddings.shape))

@@ -111,7 +111,7 @@ def test_hops_spearman_is_none_where_undefined():
 
 
 def test_regularisation_flags_reach_the_model(data):
-    args = parse_args([*SMALL, "--weight-decay", "0.1", "--dropout", "0.3"])
+    args = parse_args([*SMALL, "--weight-decay", "0.1", "--attention-dropout", "0.3", "--answer-dropout", "0.3"])
     model = babi_joint.build(args, data)
     adam = model.optimizer.first  # MEMO's; the halting network's RMSProp (`second`) never decays
     assert adam.weight_decay == 0.1 and "bias" in adam.decay_exclude
@@ -139,7 +139,7 @@ def test_bag_init_reaches_memo(data):
 
 
 def test_per_hop_logit_scale_and_summed_facts_reach_memo(data):
-    model = babi_joint.build(parse_args([*SMALL, "--per-hop-weights"]), data)
+    model = babi_joint.build(parse_args([*SMALL, "--no-share-hop-weights"]), data)
     assert not model.memo.share_hop_weights and len(model.memo.hop_projections) == model.memo.max_hops
     assert babi_joint.build(parse_args(SMALL), data).memo.share_hop_weights
     assert babi_joint.build(parse_args([*SMALL, "--logit-scale", "3"]), data).memo.logit_scale == 3.0
@@ -150,7 +150,7 @@ def test_per_hop_logit_scale_and_summed_facts_reach_memo(data):
 
 def test_no_time_builds_memo_without_the_time_item(data):
     timed = babi_joint.build(parse_args(SMALL), data)
-    model = babi_joint.build(parse_args([*SMALL, "--no-time", "--embedding-stddev", "1"]), data)
+    model = babi_joint.build(parse_args([*SMALL, "--no-time-encoding", "--embedding-stddev", "1"]), data)
     assert model.time_embed is None and timed.time_embed is not None
     # a fact is its words alone: one item (d_c = 8 inputs of the key projection) fewer
     assert model.memo.key_projection.kernel.shape[0] == timed.memo.key_projection.kernel.shape[0] - 8
@@ -176,8 +176,8 @@ def test_linear_start_rounds_then_the_softmax(data):
         babi_joint.check_linear_start(plain, 2)
 
 
-@pytest.mark.parametrize("flag, value", [("--weight-decay", "-0.1"), ("--dropout", "1.0"), ("--time-noise", "-0.1"),
-                                         ("--linear-start-rounds", "-1"),
+@pytest.mark.parametrize("flag, value", [("--weight-decay", "-0.1"), ("--attention-dropout", "1.0"),
+                                         ("--time-noise", "-0.1"), ("--linear-start-rounds", "-1"),
                                          ("--embedding-stddev", "0"), ("--coverage-penalty", "-1")])
 def test_bad_regularisation_flags_are_refused(flag, value, capsys):
     with pytest.raises(SystemExit):
@@ -187,10 +187,10 @@ def test_bad_regularisation_flags_are_refused(flag, value, capsys):
 
 def test_time_noise_without_the_time_encoding_is_refused(capsys):
     with pytest.raises(SystemExit):
-        parse_args(["--no-time", "--time-noise", "0.1"])
+        parse_args(["--no-time-encoding", "--time-noise", "0.1"])
     err = capsys.readouterr().err
-    assert "time_noise" in err and "no_time" in err
-    assert parse_args(["--no-time"]).no_time  # alone, each is fine
+    assert "time_noise" in err and "time_encoding False" in err
+    assert not parse_args(["--no-time-encoding"]).time_encoding  # alone, each is fine
 
 
 def test_task_repeats_are_parsed_and_bad_items_refused(capsys):
