@@ -348,7 +348,8 @@ got ('17=0',)
     RENAMED: ClassVar[dict] = {
         "per_hop_weights": (lambda v: {"share_hop_weights": not v}, "--no-share-hop-weights"),
         "no_time": (lambda v: {"time_encoding": not v}, "--no-time-encoding"),
-        "dropout": (lambda v: {"attention_dropout": v, "answer_dropout": v}, "--attention-dropout and --answer-dropout"),
+        "dropout": (lambda v: {"attention_dropout": v, "answer_dropout": v},
+                    "--attention-dropout and --answer-dropout"),
     }
     model: Literal["memo"] = setting("memo", "the model (MEMO only)")
     task: int | Literal["all"] = setting("all", "'all', or one task 1..20 (see tasks)",
