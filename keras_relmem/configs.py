@@ -218,10 +218,10 @@ class BabiConfig(Config):
     >>> from keras_relmem.configs import BabiConfig
     >>> BabiConfig(model="entnet", task=3, data="en").task
     3
-    >>> BabiConfig(model="rmc", tied_keys=True)
+    >>> BabiConfig(model="entnet", max_hops=3)
     Traceback (most recent call last):
     ...
-    ValueError: BabiConfig: tied_keys ties EntNet's keys to entity embeddings; model is 'rmc'
+    ValueError: BabiConfig: max_hops is a MEMO setting; model is 'entnet'
 
     ```
     """
