@@ -48,7 +48,7 @@ from keras_relmem.data.lte import TASKS as LTE_TASKS
 from keras_relmem.data.renaming import INTERCHANGEABLE_WORDS
 
 # (test, what it accepts) pairs for `setting(check=...)`; a None value skips the test.
-POSITIVE = (lambda v: v > 0, "> 0")
+POSITIVE = (lambda v: 0 < v < float("inf"), "> 0 and finite")
 AT_LEAST_ONE = (lambda v: v >= 1, ">= 1")
 NON_NEGATIVE = (lambda v: v >= 0, ">= 0")
 FRACTION = (lambda v: 0 <= v < 1, "in [0, 1)")
@@ -189,7 +189,8 @@ def _seed():
 
 
 def _data_dir():
-    return setting(None, "local data folder (None: $KERAS_RELMEM_DATA; downloads only when neither is set)")
+    return setting(None, "local data folder (None: $KERAS_RELMEM_DATA; downloads only when neither is set)",
+                   (lambda v: v.strip() != "", "a folder's path, not empty (leave it out for $KERAS_RELMEM_DATA)"))
 
 
 def _budget(default=None, help="stop training after this many training minutes, whatever the epochs say"):
@@ -539,7 +540,8 @@ class NthFarthestConfig(Config):
                                                           "sequence, a reference)")
     train_examples: int = setting(50_000, "training examples (drawn once)", AT_LEAST_ONE)
     test_examples: int = setting(5_000, "test examples", AT_LEAST_ONE)
-    num_objects: int = setting(8, "objects per sequence", AT_LEAST_ONE)
+    num_objects: int = setting(8, "objects per sequence (at least 2: one to measure from, one to find)",
+                               (lambda v: v >= 2, ">= 2"))
     num_features: int = setting(16, "features per object", AT_LEAST_ONE)
     epochs: int = setting(20, "training epochs", AT_LEAST_ONE, resume=True)
     batch_size: int = setting(64, "batch size", AT_LEAST_ONE)
@@ -742,7 +744,8 @@ class NthFarthestRoundsConfig(Config):
     batch_size: int = setting(64, "batch size", AT_LEAST_ONE)
     learning_rate: float = setting(1e-3, "Adam's rate", POSITIVE)
     test_examples: int = setting(3000, "test examples", AT_LEAST_ONE)
-    num_objects: int = setting(8, "objects per sequence", AT_LEAST_ONE)
+    num_objects: int = setting(8, "objects per sequence (at least 2: one to measure from, one to find)",
+                               (lambda v: v >= 2, ">= 2"))
     num_features: int = setting(16, "features per object", AT_LEAST_ONE)
     questions: tuple[int, ...] | None = setting(None, "ask only these n in training and test (None: every n)",
                                                 NON_NEGATIVE)
@@ -814,6 +817,19 @@ class LMRoundsConfig(Config):
 
 CONFIGS = (BabiConfig, BabiJointConfig, LMConfig, NthFarthestConfig, LTEConfig, PAIConfig, ShortestPathConfig,
            NthFarthestRoundsConfig, LMRoundsConfig)
+
+
+def _document_fields(cls):
+    """Append every field with its type, default and help to `cls`'s docstring (what `help()` and the API
+    reference show), from the fields themselves, so they are written once."""
+    hints = typing.get_type_hints(cls)
+    lines = [f"        {f.name} ({_describe(hints[f.name])}; default {f.default!r}): {f.metadata['help']}"
+             for f in cls.settings()]
+    cls.__doc__ = (cls.__doc__ or "").rstrip() + "\n\n    Fields:\n" + "\n".join(lines) + "\n"
+
+
+for _cls in CONFIGS:
+    _document_fields(_cls)
 
 
 def by_name(name):

@@ -56,7 +56,11 @@ def register(name, config_class, summary, source, default=False, **settings):
 def get(name):
     """The config of recipe `name`; a KeyError lists the known names."""
     if name not in _REGISTRY:
-        raise KeyError(f"no recipe {name!r}; known recipes: {', '.join(_REGISTRY)}")
+        import difflib
+
+        close = difflib.get_close_matches(str(name), _REGISTRY, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise KeyError(f"no recipe {name!r}{hint}; known recipes: {', '.join(_REGISTRY)}")
     return _REGISTRY[name]
 
 

@@ -148,3 +148,21 @@ def test_lm_and_nth_farthest_commands_refuse_a_recipe_of_another_command_or_mode
         with pytest.raises(SystemExit):
             commands.lm(argv)
         assert message in capsys.readouterr().err
+
+
+def test_config_fields_are_documented_in_help_and_bad_values_refused(capsys):
+    import pydoc
+
+    from keras_relmem import configs
+
+    text = pydoc.render_doc(configs.BabiConfig, renderer=pydoc.plaintext)
+    assert "learning_rate (a number; default 0.001): Adam's learning rate" in text
+    assert "max_hops (an integer or None; default None): MEMO's hard stop N" in text
+    for cls, field, value, message in (
+            (configs.BabiConfig, "learning_rate", float("inf"), "expected a number > 0 and finite; got inf"),
+            (configs.LMConfig, "data_dir", "", "a folder's path, not empty"),
+            (configs.NthFarthestConfig, "num_objects", 1, "expected an integer >= 2; got 1")):
+        with pytest.raises(ValueError, match=message):
+            cls(**{field: value})
+    with pytest.raises(KeyError, match="no recipe 'memo_babi_joynt' \\(did you mean 'memo_babi_joint'\\?\\)"):
+        recipes.get("memo_babi_joynt")

@@ -105,6 +105,10 @@ def parse_babi(lines, source="<lines>", task=0):
             )
         previous_id = line_id
         if "\t" not in text:
+            if "?" in text:  # statements never ask: a question whose tabs were lost
+                raise sources.DataFormatError(
+                    source, line_number, f"a question without its tabs: a question line is 'ID question<TAB>answer"
+                                         f"<TAB>supporting ids'; found {line!r}.")
             tokens = tuple(tokenize(text))
             if not tokens:
                 raise sources.DataFormatError(source, line_number, "the sentence has no words.")
@@ -145,6 +149,9 @@ def parse_babi(lines, source="<lines>", task=0):
         )
     if not examples:
         raise sources.DataFormatError(source, 0, "no questions found; is this a bAbI file?")
+    if story and story[-1][0] == previous_id:  # every story ends with a question
+        raise sources.DataFormatError(source, line_number, "the last story ends without a question: the file was "
+                                                           "cut short (truncated copy?)")
     return examples
 
 
@@ -164,6 +171,11 @@ def parse_tasks(tasks):
             raise ValueError(f"bAbI tasks are 1..20 or 'all'; received {task!r}.")
         out.append(number)
     return sorted(set(out))
+
+
+# Questions per file of the official v1.2 release (its README; checked against the files)
+OFFICIAL_QUESTIONS = {("en", "train"): 1000, ("en", "test"): 1000, ("en-10k", "train"): 10000,
+                      ("en-10k", "test"): 1000}
 
 
 def file_name(task, split):
@@ -218,22 +230,23 @@ class BabiFiles:
         """The lines of one file; `FileNotFoundError` naming it if absent."""
         path = self.path(data, task, split)
         if self.archive is None:
-            return sources.read_lines(path)
+            return sources.read_lines(path, whole_lines=True)
         member = str(path).split("!", 1)[1]
         with tarfile.open(self.archive) as tar:
             names = {name.lstrip("./"): name for name in tar.getnames()}
             if member not in names:
                 raise FileNotFoundError(f"Data file not found: {path}")
-            text = tar.extractfile(names[member]).read().decode("utf-8")
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        if not lines:
-            raise sources.DataFormatError(path, 0, "the file is empty.")
-        return lines
+            return sources.split_lines(sources.decode(tar.extractfile(names[member]).read(), path), path, True)
 
     def examples(self, data, task, split):
-        return parse_babi(self.read(data, task, split), self.path(data, task, split), task)
+        path = self.path(data, task, split)
+        examples = parse_babi(self.read(data, task, split), path, task)
+        expected = OFFICIAL_QUESTIONS[data, split]
+        official = self.archive is not None or self.base.name == ARCHIVE_DIR  # the release's own layout
+        if official and len(examples) != expected:
+            raise sources.DataFormatError(path, 0, f"{len(examples)} questions, where the official v1.2 file has "
+                                                   f"{expected}: a truncated or altered copy")
+        return examples
 
 
 def default_memory_size(tasks):

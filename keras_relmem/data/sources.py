@@ -59,15 +59,35 @@ def download(url, name, extract=False):
     return pathlib.Path(path)
 
 
-def read_lines(path):
-    """The lines of a text file (without line endings); a clear error if missing or empty."""
+def decode(data, path):
+    """`data` (bytes) as UTF-8 text; a byte that is not UTF-8 is a `DataFormatError` naming the file, its line
+    and the byte's offset."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[:error.start].count(b"\n") + 1
+        raise DataFormatError(path, line, f"byte 0x{data[error.start]:02x} at byte offset {error.start} is not "
+                                          "UTF-8; the data files are UTF-8 text") from None
+
+
+def split_lines(text, path, whole_lines=False):
+    """The lines of a data file's `text` (without line endings): a `DataFormatError` for an empty file, and with
+    `whole_lines` for one whose last line has no line ending (a format whose files end with one: cut short)."""
+    lines = text.split("\n")
+    if not any(line.strip() for line in lines):
+        raise DataFormatError(path, 0, "the file is empty.")
+    if lines[-1] == "":
+        return lines[:-1]
+    if whole_lines:
+        raise DataFormatError(path, len(lines), f"the file ends inside a line ({lines[-1][:40]!r}) without a line "
+                                                "ending: it was cut short (truncated copy?)")
+    return lines
+
+
+def read_lines(path, whole_lines=False):
+    """The lines of a text file (without line endings); a clear error if missing, empty, not UTF-8 or (with
+    `whole_lines`) cut inside a line."""
     path = pathlib.Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"Data file not found: {path}")
-    with open(path, encoding="utf-8") as handle:
-        lines = handle.read().split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    if not any(line.strip() for line in lines):
-        raise DataFormatError(path, 0, "the file is empty.")
-    return lines
+    return split_lines(decode(path.read_bytes(), path), path, whole_lines)

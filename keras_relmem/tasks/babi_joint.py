@@ -213,15 +213,28 @@ def supporting_facts(data, split="test"):
 
 def hops_spearman(tasks, facts):
     """Spearman's rank correlation, across tasks, of a task's mean hops and its mean supporting facts."""
-    from scipy import stats
-
     names = [t for t in tasks if t in facts]
     if len(names) < 3:
         return None  # undefined for one task, and trivially +-1 for two
     hops, counts = [tasks[t]["hops"] for t in names], [facts[t] for t in names]
     if len(set(hops)) == 1 or len(set(counts)) == 1:
         return None  # undefined when either side is constant (every task the same hops, e.g. before halting learns)
-    return round(float(stats.spearmanr(hops, counts)[0]), 3)
+    import numpy as np
+
+    return round(float(np.corrcoef(average_ranks(hops), average_ranks(counts))[0, 1]), 3)
+
+
+def average_ranks(values):
+    """1-based ranks of `values`, tied values sharing the mean of their ranks (Spearman's rho is the Pearson
+    correlation of these)."""
+    import numpy as np
+
+    values = np.asarray(values, "float64")
+    ranks = np.empty(len(values))
+    for value in np.unique(values):
+        at = np.flatnonzero(values == value)
+        ranks[at] = (np.sum(values < value) + 1 + np.sum(values <= value)) / 2
+    return ranks
 
 
 def solved_hops_spearman(tasks, facts):

@@ -1,6 +1,7 @@
 """bAbI parsing and tensors against the real files in ../shared/data."""
 
 import os
+import pathlib
 import tarfile
 
 import pytest
@@ -333,3 +334,58 @@ def test_bucketed_batches_without_remainders_have_one_shape_per_bound():
     full = sum(np.sum(bucket == i) // 64 for i in range(len(bounds)))
     assert rows == 64 * full  # only each bucket's last partial batch is left out
     assert {s[0] for s in shapes} == {64} and {s[1] for s in shapes} <= set(bounds)
+
+
+def official_copy(tmp_path, task=1):
+    """The v1.2 release's layout with task `task`'s en files copied from the shared data."""
+    files = babi.BabiFiles()
+    folder = tmp_path / "babi" / babi.ARCHIVE_DIR / "en"
+    folder.mkdir(parents=True)
+    for split in babi.SPLITS:
+        (folder / babi.file_name(task, split)).write_bytes(pathlib.Path(files.path("en", task, split)).read_bytes())
+    return folder / babi.file_name(task, "train")
+
+
+def test_a_question_whose_tabs_were_lost_is_refused_naming_file_and_line(tmp_path):
+    path = write(tmp_path, "1 Mary went home.\n2 Where is Mary? home 1\n")
+    with pytest.raises(DataFormatError, match=r"en/qa1_single-supporting-fact_train.txt:2: a question without its "
+                                              r"tabs") as info:
+        load_babi(1, "en", data_dir=tmp_path)
+    assert info.value.path == str(path)
+
+
+@pytest.mark.parametrize("cut, problem", [
+    (lambda data: data[:len(data) // 2 + 7], "ends inside a line"),  # mid-line
+    (lambda data: data[:data.index(b"\n", len(data) // 2) + 1], "ends without a question|questions, where"),
+    (lambda data: data[:data.index(b"\n1 ", len(data) // 2) + 1], r"500 questions, where the official v1.2 file "
+                                                                   r"has 1000: a truncated or altered copy"),
+])
+def test_a_truncated_copy_of_an_official_file_is_refused(tmp_path, cut, problem):
+    path = official_copy(tmp_path)
+    path.write_bytes(cut(path.read_bytes()))
+    with pytest.raises(DataFormatError, match=problem) as info:
+        load_babi(1, "en", data_dir=tmp_path)
+    assert info.value.path == str(path)
+
+
+def test_a_byte_that_is_not_utf8_names_file_line_and_offset(tmp_path):
+    path = official_copy(tmp_path)
+    data = path.read_bytes()
+    offset = data.index(b"Mary", 100)
+    path.write_bytes(data[:offset] + b"\xff" + data[offset + 1:])
+    line = data[:offset].count(b"\n") + 1
+    with pytest.raises(DataFormatError, match=rf"{path}:{line}: byte 0xff at byte offset {offset} is not UTF-8"):
+        load_babi(1, "en", data_dir=tmp_path)
+
+
+def test_a_data_error_is_one_error_line_from_the_command(tmp_path, monkeypatch, capsys):
+    from keras_relmem.commands import train as commands
+
+    path = official_copy(tmp_path)
+    path.write_bytes(path.read_bytes()[:5000])
+    monkeypatch.setenv("KERAS_RELMEM_DATA", str(tmp_path))
+    with pytest.raises(SystemExit) as stopped:
+        commands.babi(["--workdir", str(tmp_path / "run"), "--data", "en", "--epochs", "1", "--verbose", "0"])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "Traceback" not in err
+    assert f"relmem-train-babi: error: {path}:" in err

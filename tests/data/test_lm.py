@@ -82,3 +82,13 @@ def test_empty_corpus_file_is_an_error(tmp_path):
     (folder / "valid.txt").write_text("")
     with pytest.raises(DataFormatError, match="valid.txt: the file is empty"):
         load_corpus("ptb", data_dir=tmp_path)
+
+
+def test_a_byte_that_is_not_utf8_in_a_corpus_names_the_file(tmp_path):
+    from keras_relmem.data import DataFormatError
+    from keras_relmem.data.lm import read_tokens
+
+    path = tmp_path / "train.txt"
+    path.write_bytes(b" the cat\n sat on\xff the mat\n")
+    with pytest.raises(DataFormatError, match=rf"{path}:2: byte 0xff at byte offset 16 is not UTF-8"):
+        read_tokens(path)

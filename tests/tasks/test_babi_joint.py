@@ -51,6 +51,16 @@ def test_spearman_by_hand():
     assert babi_joint.hops_spearman(mixed, facts) == pytest.approx(-0.949, abs=1e-3)
 
 
+def test_spearman_needs_no_extra(monkeypatch):
+    """The base install runs the joint recipe: its rank correlation needs no SciPy (the [bench] extra's, once)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "scipy", None)  # `import scipy` now fails
+    facts = {"1": 1.0, "2": 2.0, "3": 3.0, "4": 1.0}
+    mixed = {"1": {"hops": 2.0}, "2": {"hops": 1.5}, "3": {"hops": 1.0}, "4": {"hops": 2.5}}
+    assert babi_joint.hops_spearman(mixed, facts) == pytest.approx(-0.949, abs=1e-3)
+
+
 def test_training_and_per_hop_errors_of_a_small_memo(data):
     args = parse_args(["--embedding-dim", "8", "--num-heads", "2", "--key-size", "4", "--max-hops", "3",
                                  "--batch-size", "16", "--test-limit", "40"])

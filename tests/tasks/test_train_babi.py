@@ -148,7 +148,7 @@ def test_joint_training_reports_every_task(tmp_path, capsys):
         (["--schedule", "cyclic", "--min-learning-rate", "0.1"], "need min <= max"),
         (["--weight-decay", "-0.1"], "BabiConfig.weight_decay: expected a number >= 0; got -0.1"),
         (["--model", "lstm", "--embedding-stddev", "0.3"], "embedding_stddev is an EntNet setting; model is 'lstm'"),
-        (["--embedding-stddev", "0"], "BabiConfig.embedding_stddev: expected a number > 0; got 0.0"),
+        (["--embedding-stddev", "0"], "BabiConfig.embedding_stddev: expected a number > 0 and finite; got 0.0"),
         (["--recipe", "nonesuch"], "no recipe 'nonesuch'"),
         (["--recipe", "lm_ptb_rmc"], "--recipe lm_ptb_rmc is a recipe of relmem-train-lm"),
         (["--model", "rmc", "--recipe", "entnet_babi"], "--recipe entnet_babi is for --model entnet; got --model rmc"),
