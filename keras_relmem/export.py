@@ -5,6 +5,7 @@ line, line number = id) read by in-graph lookup tables, so the exported model
 needs neither Python nor keras_relmem to answer.
 """
 
+import json
 import pathlib
 import shutil
 import tempfile
@@ -107,16 +108,29 @@ def _top_k_outputs(logits, table, k, name):
 
 
 def _tokenize(text):
-    """In-graph twin of `keras_relmem.data.babi.tokenize`: lower-case, punctuation to spaces, split.
+    """`keras_relmem.data.text.words` in the graph (its own pattern, which RE2 reads as the `regex` module does).
 
-    `text` is a string tensor of any shape; returns a RaggedTensor with one
-    more (ragged) dimension of words. TF's regex engine (RE2) reads `\\w` as
-    ASCII letters, digits and `_`, which is what bAbI's text uses.
+    `text` is a string tensor of any shape, or a RaggedTensor; returns a RaggedTensor with one more (ragged)
+    dimension of words.
     """
     import tensorflow as tf
 
-    lowered = tf.strings.lower(text, encoding="utf-8")
-    return tf.strings.split(tf.strings.regex_replace(lowered, r"[^\w\s]", " "))
+    from keras_relmem.data.text import WORD_BREAK
+
+    spaced = tf.strings.regex_replace(tf.strings.lower(text, encoding="utf-8"), WORD_BREAK, " ")
+    pieces = tf.strings.split(spaced, sep=" ")
+    return tf.ragged.boolean_mask(pieces, tf.strings.length(pieces) > 0)
+
+
+def _sentences(story):
+    """`keras_relmem.data.text.sentences` in the graph: each story string `(b, n)` split at `.` and `!`, the pieces
+    of a row in order, `(b, [sentences])` (the empty ones are left out later, with the sentences of no words)."""
+    import tensorflow as tf
+
+    from keras_relmem.data.text import SENTENCE_END
+
+    pieces = tf.strings.split(tf.strings.regex_replace(story, SENTENCE_END, "."), sep=".")  # (b, n, [p])
+    return pieces.merge_dims(1, 2)
 
 
 def _word_ids(words, table):
@@ -134,12 +148,20 @@ def _refuse_if(condition, message):
 
 
 def _unknown(words, ids, oov_id):
-    """Per row, the words whose id is `oov_id`, space-separated ("" when every word is known)."""
+    """Per row, the words whose id is `oov_id`, ragged `(b, [u])`."""
     import tensorflow as tf
 
     while words.ragged_rank > 1:  # a story's sentences: one list of words per row
         words, ids = words.merge_dims(1, 2), ids.merge_dims(1, 2)
-    return tf.strings.reduce_join(tf.ragged.boolean_mask(words, ids == oov_id), axis=1, separator=" ")
+    return tf.ragged.boolean_mask(words, ids == oov_id)
+
+
+def _each_once(words):
+    """Per row of ragged words `(b, [u])`, each word once in the order first seen, space-separated."""
+    import tensorflow as tf
+
+    return tf.map_fn(lambda row: tf.strings.reduce_join(tf.unique(row).y, separator=" "), words,
+                     fn_output_signature=tf.string)
 
 
 def _babi_text_ids(sentences, question, table, data):
@@ -160,7 +182,7 @@ def _babi_text_ids(sentences, question, table, data):
     import tensorflow as tf
 
     K, S, Q = data.story_length, data.sentence_length, data.query_length
-    words = _tokenize(tf.RaggedTensor.from_tensor(sentences))  # (b, [n], [w])
+    words = _tokenize(_sentences(sentences))  # (b, [n], [w])
     words = tf.ragged.boolean_mask(words, words.row_lengths(axis=2) > 0)
     count = words.row_lengths()
     position = tf.ragged.range(count)
@@ -184,11 +206,10 @@ def _babi_text_ids(sentences, question, table, data):
             "words_dropped": tf.cast(
                 tf.reduce_sum(tf.maximum(ids.row_lengths(axis=2) - S, 0), axis=1)
                 + tf.maximum(question_ids.row_lengths() - Q, 0), tf.int32),
-            "unknown_words": tf.strings.join(  # of the words used: the cut ones are counted above
+            "unknown_words": _each_once(tf.concat(  # of the words used: the cut ones are counted above
                 [_unknown(words[:, :, :S], ids[:, :, :S], oov),
-                 _unknown(question_words[:, :Q], question_ids[:, :Q], oov)], separator=" "),
+                 _unknown(question_words[:, :Q], question_ids[:, :Q], oov)], axis=1)),
         }
-        report["unknown_words"] = tf.strings.strip(report["unknown_words"])
         story_ids = ids.to_tensor(0, shape=[None, K, S])
         query_ids = question_ids.to_tensor(0, shape=[None, Q])
     return story_ids, query_ids, report
@@ -285,14 +306,21 @@ def _lm_warmup(vocab, name):
     return logs
 
 
-def _write_atomically(archive, path, warmup=None):
-    """Write to a sibling temp dir, then rename: TF Serving never sees half a version."""
+MODEL_RECORD = pathlib.Path("assets.extra", "keras_relmem.json")
+
+
+def _write_atomically(archive, path, warmup=None, record=None):
+    """Write to a sibling temp dir, then rename: TF Serving never sees half a version. `record` (a dict) is
+    written as `assets.extra/keras_relmem.json`: what was exported, for tools that pair a checkpoint with it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
     try:
         archive.write_out(str(tmp), verbose=False)
         if warmup:
             write_warmup_requests(tmp, warmup)
+        if record:
+            (tmp / MODEL_RECORD).parent.mkdir(exist_ok=True)
+            (tmp / MODEL_RECORD).write_text(json.dumps(record, indent=1))
         _readable_by_all(tmp)
         tmp.rename(path)
     except BaseException:
@@ -323,15 +351,18 @@ def export_babi(model, data, base_dir, name="babi", version=None, top_k=3):
     - `serving_default(story int32 (b, K, S), query int32 (b, Q))` returns
       `probabilities (b, answers)`, `top_answers` (b, top_k) strings and
       `top_probabilities (b, top_k)`.
-    - `answer(story string (b, n), question string (b,))` takes the story's
-      sentences and the question as text (pad a batch of shorter stories
-      with empty strings), tokenises and looks the words up inside the graph
-      exactly as `keras_relmem.data.babi` does (words it never saw become
-      `<unk>`; the last K sentences are kept, sentences are cut to S words)
-      and returns the same three outputs, plus what it could not use, per
-      row: `sentences_dropped` and `words_dropped` (int32) and
-      `unknown_words` (string, space-separated). A story or question with no
-      words, or none the model knows, is refused (INVALID_ARGUMENT).
+    - `answer(story string (b, n), question string (b,))` takes the story and
+      the question as text: each story string is split into sentences at `.`
+      and `!` (one sentence per string, or several in one, as `relmem-explain`
+      reads `--story`; pad a batch of shorter stories with empty strings), and
+      the words are split and looked up inside the graph exactly as training
+      and `relmem-explain` do (`keras_relmem.data.text`; words it never saw
+      become `<unk>`; the last K sentences are kept, sentences are cut to S
+      words). It returns the same three outputs, plus what it could not use,
+      per row: `sentences_dropped` and `words_dropped` (int32) and
+      `unknown_words` (string: each unknown word once, space-separated). A
+      story or question with no words, or none the model knows, is refused
+      (INVALID_ARGUMENT).
 
     The word and answer vocabularies are assets `vocab.txt` and `answers.txt`.
     Id inputs outside `[0, vocabulary size)` are refused in the graph
@@ -408,7 +439,8 @@ def export_babi(model, data, base_dir, name="babi", version=None, top_k=3):
                 tf.TensorSpec((None,), tf.string, "question"),
             ],
         )
-        return _write_atomically(archive, path, _babi_warmup(data, name))
+        record = {"model": model.name, "vocab_size": len(data.vocab), "answers": len(data.answer_vocab)}
+        return _write_atomically(archive, path, _babi_warmup(data, name), record)
 
 
 def export_lm(model, vocab, base_dir, name="lm", version=None, top_k=5):

@@ -7,14 +7,14 @@ the model's picture (MEMO hops, EntNet gates, RMC attention).
 """
 
 import argparse
+import json
 import pathlib
-import re
 import sys
 
 import numpy as np
 
 from keras_relmem import commands as common
-from keras_relmem.data.babi import tokenize
+from keras_relmem.data import text
 from keras_relmem.data.vocab import Vocabulary
 
 
@@ -47,8 +47,8 @@ def run(argv=None):
             build_parser().error(f"{assets / name} not found (pass an export's assets/ folder)")
     if not pathlib.Path(args.checkpoint).is_file():
         build_parser().error(f"{args.checkpoint} not found")
-    sentences = [tokenize(s) for s in re.split(r"[.!]", args.story) if tokenize(s)]
-    question = tokenize(args.question)
+    sentences = [text.words(sentence) for sentence in text.sentences(args.story)]
+    question = text.words(args.question)
     if not sentences or not question:
         build_parser().error("--story needs at least one sentence and --question words")
 
@@ -59,6 +59,9 @@ def run(argv=None):
     vocab = Vocabulary.load(assets / "vocab.txt")
     answers = Vocabulary.load(assets / "answers.txt", pad_token=None)
     model = keras.saving.load_model(args.checkpoint)
+    mismatch = check_pair(model, args.checkpoint, assets, vocab, answers)
+    if mismatch:
+        build_parser().error(mismatch)
     story_shape, query_shape = _input_shapes(model)
     k, s = story_shape[1], story_shape[2]
     story = np.zeros((1, k, s), "int32")
@@ -100,6 +103,33 @@ def input_notes(sentences, question, vocab, story_length, sentence_length, query
     if unknown:
         notes.append(f"not in the model's vocabulary, read as unknown: {', '.join(unknown)}")
     return notes
+
+
+def check_pair(model, checkpoint, assets, vocab, answers):
+    """Why the checkpoint and the export's assets do not belong together (None when they do): the model the export
+    records (`assets.extra/keras_relmem.json`, written since 1.2) against the checkpoint's, and the vocabulary and
+    answer sizes against the model's own."""
+    import keras
+
+    from keras_relmem.export import MODEL_RECORD
+
+    sizes = {"vocab_size": len(vocab), "answers": len(answers)}
+    record_path = assets.parent / MODEL_RECORD
+    if record_path.is_file():
+        record = json.loads(record_path.read_text())
+        if record.get("model") != model.name:
+            return (f"{checkpoint} is a {model.name} model, but {assets} belongs to an export of a "
+                    f"{record.get('model')} model: give the assets of this checkpoint's own export")
+    config = model.get_config() if hasattr(model, "get_config") else {}
+    embeddings = [layer for layer in model._flatten_layers() if isinstance(layer, keras.layers.Embedding)]
+    vocab_size = config.get("vocab_size") or (embeddings[0].input_dim if embeddings else None)
+    outputs = config.get("num_answers") or (model.outputs[0].shape[-1] if getattr(model, "outputs", None) else None)
+    for what, theirs in (("vocab_size", vocab_size), ("answers", outputs)):
+        if theirs is not None and theirs != sizes[what]:
+            file = "vocab.txt" if what == "vocab_size" else "answers.txt"
+            return (f"{checkpoint} was trained with {theirs} {'words' if what == 'vocab_size' else 'answers'}, but "
+                    f"{assets / file} lists {sizes[what]}: give the assets of this checkpoint's own export")
+    return None
 
 
 def _input_shapes(model):

@@ -8,13 +8,13 @@ see the most recent `memory_size` sentences.
 """
 
 import dataclasses
-import re
 import tarfile
 
 import numpy as np
 
 from keras_relmem.data import sources
 from keras_relmem.data.renaming import WordRenamer
+from keras_relmem.data.text import words as text_words
 from keras_relmem.data.vocab import Vocabulary
 
 TASK_NAMES = {
@@ -48,12 +48,11 @@ ARCHIVE_DIR = "tasks_1-20_v1-2"
 DEFAULT_MEMORY_SIZE = 70
 TASK3_MEMORY_SIZE = 130
 
-_PUNCTUATION = re.compile(r"[^\w\s]")
 
 
 def tokenize(text):
-    """Lower-case, drop punctuation, split on whitespace."""
-    return _PUNCTUATION.sub(" ", text.lower()).split()
+    """Lower-case, punctuation to spaces, split (`keras_relmem.data.text.words`, the one definition)."""
+    return text_words(text)
 
 
 @dataclasses.dataclass(frozen=True)

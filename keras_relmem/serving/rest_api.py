@@ -60,7 +60,8 @@ def _array(name, value):
         raise invalid(f"input {name}: the lists are not rectangular ({error})") from error
     if array.dtype == object and array.size and not all(isinstance(v, (bytes, str)) for v in array.flat):
         raise invalid(f"input {name}: mixed value types")
-    if array.dtype.kind == "S" or (array.dtype == object):
+    if array.dtype.kind == "S" or (array.dtype == object) or array.size == 0:
+        # an empty list has no type of its own in JSON: it takes the signature's (a story with no sentences)
         array = array.astype(object)
     return array
 
@@ -88,6 +89,9 @@ def parse_predict(body):
     signature_name = body.get("signature_name", "")
     if not isinstance(signature_name, str):
         raise invalid("signature_name must be a string")
+    if "output_filter" in body:
+        raise invalid("output_filter is a field of gRPC's PredictRequest; the REST API returns every output of the "
+                      "signature, as TF Serving's does: pick the outputs from the response, or use gRPC")
     if ("instances" in body) == ("inputs" in body):
         raise invalid("give exactly one of \"instances\" (row format) or \"inputs\" (columnar format)")
     return signature_name, body.get("instances", body.get("inputs")), "instances" in body

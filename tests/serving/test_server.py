@@ -303,3 +303,101 @@ def test_broken_content_length_is_refused_not_waited_on(server, header, status):
     assert response.status == status
     assert "Content-Length" in response.read().decode()
     connection.close()
+
+
+NON_ASCII_STORY = "Märy wënt to the kïtchen. 约翰 moved to the garden! Mary went to the hallway. 😀 zorblax zorblax."
+NON_ASCII_QUESTION = "Where is Märy?"
+
+
+def test_one_tokenizer_and_one_reading_of_a_story_on_every_path(server, stubs, exports, tmp_path):
+    """The same non-ASCII story, as one string, through the graph, gRPC, REST and relmem-explain: the same
+    sentences and words, the same unknown words (each once), the same answer."""
+    from keras_relmem import export
+    from keras_relmem.commands import explain
+    from keras_relmem.data import text
+
+    # the tokens: the graph's reading of the story is the Python one's
+    graph = export._tokenize(export._sentences(tf.constant([[NON_ASCII_STORY]])))
+    graph_sentences = [[w.decode() for w in sentence] for sentence in graph.to_list()[0] if sentence]
+    python_sentences = [text.words(s) for s in text.sentences(NON_ASCII_STORY)]
+    assert graph_sentences == python_sentences == [
+        ["märy", "wënt", "to", "the", "kïtchen"], ["约翰", "moved", "to", "the", "garden"],
+        ["mary", "went", "to", "the", "hallway"], ["😀", "zorblax", "zorblax"]]
+    unknown = sorted({w for s in python_sentences + [text.words(NON_ASCII_QUESTION)] for w in s
+                      if w not in exports.data.vocab})
+    assert unknown == sorted(["märy", "wënt", "kïtchen", "约翰", "😀", "zorblax"])
+
+    signature = tf.saved_model.load(str(exports.base / "babi" / "1")).signatures["answer"]
+    one = signature(story=tf.constant([[NON_ASCII_STORY]]), question=tf.constant([NON_ASCII_QUESTION]))
+    served_unknown = one["unknown_words"].numpy()[0].decode().split(" ")
+    assert sorted(served_unknown) == unknown  # each once, none dropped
+    assert one["words_dropped"].numpy()[0] == 0
+    # several sentences in one string read as the same sentences sent one per string
+    split = signature(story=tf.constant([text.sentences(NON_ASCII_STORY)]), question=tf.constant([NON_ASCII_QUESTION]))
+    np.testing.assert_array_equal(one["probabilities"].numpy(), split["probabilities"].numpy())
+    answer = one["top_answers"].numpy()[0][0].decode()
+
+    prediction, _, _ = stubs
+    response = prediction.Predict(predict_request("babi", "answer", {
+        "story": np.array([[NON_ASCII_STORY]], dtype=object),
+        "question": np.array([NON_ASCII_QUESTION], dtype=object)}), timeout=60)
+    assert tf.make_ndarray(response.outputs["top_answers"])[0][0].decode() == answer
+    assert sorted(tf.make_ndarray(response.outputs["unknown_words"])[0].decode().split(" ")) == unknown
+    status, rows = rest(server, "/v1/models/babi:predict", {
+        "signature_name": "answer", "instances": [{"story": [NON_ASCII_STORY], "question": NON_ASCII_QUESTION}]})
+    assert status == 200 and rows["predictions"][0]["top_answers"][0] == answer
+    assert sorted(rows["predictions"][0]["unknown_words"].split(" ")) == unknown
+
+    checkpoint = tmp_path / "checkpoint.keras"
+    exports.babi_model.save(checkpoint)
+    notes = []
+    real_print = print
+
+    def capture(*args, **kwargs):
+        notes.append(" ".join(map(str, args)))
+        real_print(*args, **kwargs)
+
+    import builtins
+
+    builtins.print = capture
+    try:
+        answers, _ = explain.run(["--checkpoint", str(checkpoint),
+                                  "--assets", str(exports.base / "babi" / "1" / "assets"), "--story", NON_ASCII_STORY, "--question", NON_ASCII_QUESTION,
+                                  "--out", str(tmp_path / "explain.png")])
+    finally:
+        builtins.print = real_print
+    assert answers[0] == answer
+    unknown_note = next(n for n in notes if "not in the model's vocabulary" in n)
+    assert sorted(unknown_note.split("read as unknown: ")[1].split(", ")) == unknown
+
+
+def test_an_empty_story_gets_the_documented_message_and_rest_refuses_output_filter(server):
+    status, body = rest(server, "/v1/models/babi:predict", {
+        "signature_name": "answer", "instances": [{"story": [], "question": "Where is Mary?"}]})
+    assert status == 400 and "a story with no words" in body["error"], body
+    status, body = rest(server, "/v1/models/babi:predict", {
+        "signature_name": "answer", "inputs": {"story": [["Mary went home."]], "question": ["Where is Mary?"]},
+        "output_filter": ["top_answers"]})
+    assert status == 400 and "output_filter is a field of gRPC's PredictRequest" in body["error"]
+
+
+def test_explain_refuses_a_checkpoint_with_another_models_assets(exports, tmp_path, capsys):
+    from keras_relmem.commands import explain
+    from keras_relmem.models import babi_qa
+
+    data, assets = exports.data, exports.base / "babi" / "1" / "assets"
+    argv = ["--assets", str(assets), "--story", "Mary went home.", "--question", "Where is Mary?",
+            "--out", str(tmp_path / "x.png")]
+    other = babi_qa.build_babi_model("lstm", len(data.vocab), len(data.answer_vocab), data.story_length,
+                                     data.sentence_length, data.query_length, embedding_dim=8, units=8)
+    other.save(tmp_path / "lstm.keras")
+    with pytest.raises(SystemExit):
+        explain.run(["--checkpoint", str(tmp_path / "lstm.keras"), *argv])
+    assert "is a babi_lstm model, but" in capsys.readouterr().err
+    bigger = babi_qa.build_babi_model("entnet", len(data.vocab) + 3, len(data.answer_vocab), data.story_length,
+                                      data.sentence_length, data.query_length, embedding_dim=8)
+    bigger.save(tmp_path / "bigger.keras")
+    with pytest.raises(SystemExit):
+        explain.run(["--checkpoint", str(tmp_path / "bigger.keras"), *argv])
+    err = capsys.readouterr().err
+    assert f"was trained with {len(data.vocab) + 3} words, but {assets / 'vocab.txt'} lists {len(data.vocab)}" in err
