@@ -362,8 +362,8 @@ def test_one_tokenizer_and_one_reading_of_a_story_on_every_path(server, stubs, e
     builtins.print = capture
     try:
         answers, _ = explain.run(["--checkpoint", str(checkpoint),
-                                  "--assets", str(exports.base / "babi" / "1" / "assets"), "--story", NON_ASCII_STORY, "--question", NON_ASCII_QUESTION,
-                                  "--out", str(tmp_path / "explain.png")])
+                                  "--assets", str(exports.base / "babi" / "1" / "assets"), "--story", NON_ASCII_STORY,
+                                  "--question", NON_ASCII_QUESTION, "--out", str(tmp_path / "explain.png")])
     finally:
         builtins.print = real_print
     assert answers[0] == answer
