@@ -309,7 +309,7 @@ NON_ASCII_STORY = "Märy wënt to the kïtchen. 约翰 moved to the garden! Mary
 NON_ASCII_QUESTION = "Where is Märy?"
 
 
-def test_one_tokenizer_and_one_reading_of_a_story_on_every_path(server, stubs, exports, tmp_path):
+def test_one_tokenizer_and_one_reading_of_a_story_on_every_path(server, stubs, exports, tmp_path, capsys):
     """The same non-ASCII story, as one string, through the graph, gRPC, REST and relmem-explain: the same
     sentences and words, the same unknown words (each once), the same answer."""
     from keras_relmem import export
@@ -350,22 +350,11 @@ def test_one_tokenizer_and_one_reading_of_a_story_on_every_path(server, stubs, e
 
     checkpoint = tmp_path / "checkpoint.keras"
     exports.babi_model.save(checkpoint)
-    notes = []
-    real_print = print
-
-    def capture(*args, **kwargs):
-        notes.append(" ".join(map(str, args)))
-        real_print(*args, **kwargs)
-
-    import builtins
-
-    builtins.print = capture
-    try:
-        answers, _ = explain.run(["--checkpoint", str(checkpoint),
-                                  "--assets", str(exports.base / "babi" / "1" / "assets"), "--story", NON_ASCII_STORY,
-                                  "--question", NON_ASCII_QUESTION, "--out", str(tmp_path / "explain.png")])
-    finally:
-        builtins.print = real_print
+    capsys.readouterr()
+    answers, _ = explain.run(["--checkpoint", str(checkpoint), "--assets", str(exports.base / "babi" / "1" / "assets"),
+                              "--story", NON_ASCII_STORY, "--question", NON_ASCII_QUESTION,
+                              "--out", str(tmp_path / "explain.png")])
+    notes = capsys.readouterr().out.splitlines()
     assert answers[0] == answer
     unknown_note = next(n for n in notes if "not in the model's vocabulary" in n)
     assert sorted(unknown_note.split("read as unknown: ")[1].split(", ")) == unknown
