@@ -166,3 +166,13 @@ def test_config_fields_are_documented_in_help_and_bad_values_refused(capsys):
             cls(**{field: value})
     with pytest.raises(KeyError, match="no recipe 'memo_babi_joynt' \\(did you mean 'memo_babi_joint'\\?\\)"):
         recipes.get("memo_babi_joynt")
+
+
+def test_help_shows_the_default_of_the_recipe_each_flag_runs(capsys):
+    with pytest.raises(SystemExit):
+        commands.nth_farthest(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--epochs N training epochs (default: 20)" in text  # the command's own recipe, nth_farthest_rmc
+    # a rounds-only flag makes the command run the rounds recipe: its value, said to be that recipe's
+    assert ("--budget-minutes X training minutes (default: 240.0 in recipe nth_farthest_8_curriculum_rmc, which this "
+            "flag makes the command run)") in text

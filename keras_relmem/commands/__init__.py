@@ -116,9 +116,13 @@ def add_config_arguments(parser, classes, shown):
             done.add(field.name)
             boolean = all(k is bool or typing.get_args(k) == (True,) for k in kinds[field.name])
             kind = bool if boolean else _merged(kinds[field.name])
-            default = next((getattr(c, field.name) for c in shown if hasattr(c, field.name)), field.default)
+            source = next((c for c in shown if hasattr(c, field.name)), None)
+            default = field.default if source is None else getattr(source, field.name)
             flag = "--" + field.name.replace("_", "-")
-            help_text = f"{field.metadata['help']} (default: {_shown(default)})".replace("%", "%%")
+            # a field the command's own default recipe lacks: its value is that of the recipe the flag makes it run
+            where = (f" in recipe {source.recipe}, which this flag makes the command run"
+                     if source is not None and source is not shown[0] and getattr(source, "recipe", None) else "")
+            help_text = f"{field.metadata['help']} (default: {_shown(default)}{where})".replace("%", "%%")
             listed = [k for k in (kind, *typing.get_args(kind)) if typing.get_origin(k) is tuple]
             item = typing.get_args(listed[0])[0] | None if listed else kind  # "none" names no list at all
             if kind is bool:  # a Literal[True] field (the joint run's `joint`) is a bool flag too
