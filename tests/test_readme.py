@@ -223,3 +223,8 @@ def test_a_distributed_command_runs_no_op_before_its_strategy(monkeypatch):
     assert cli._distributed(["--strategy", "multiworker"]) and cli._distributed(["--strategy=tpu"])
     monkeypatch.setenv("TF_CONFIG", "{}")
     assert cli._distributed([])
+
+
+def test_the_readmes_test_line_fails_when_any_backends_tests_fail():
+    line = next(line for line in README.splitlines() if line.startswith("python -m pytest"))
+    assert line.count("python -m pytest") == 3 and ";" not in line and line.count(" && ") == 2
