@@ -435,9 +435,15 @@ def train(config=None, workdir=None, **options):
     from keras_relmem import distribute
 
     chief = distribute.is_chief()
+    created = not pathlib.Path(run.workdir).exists()
     pathlib.Path(run.workdir).mkdir(parents=True, exist_ok=True)
     with workdir_lock(run.workdir) if chief else contextlib.nullcontext():
-        state, record = _decide(config, run, task) if chief else ("continue" if run.resume else "new", None)
+        try:
+            state, record = _decide(config, run, task) if chief else ("continue" if run.resume else "new", None)
+        except RunRefused:
+            if created:  # a refused run leaves nothing behind
+                shutil.rmtree(run.workdir, ignore_errors=True)
+            raise
         if state == "finished":
             results_path = pathlib.Path(record.get("results") or run.results_path)
             results = json.loads(results_path.read_text())

@@ -37,7 +37,7 @@ def test_a_run_on_some_tasks_records_the_analysis(tmp_path):
     assert memo_babi.markdown(run).startswith("bAbI tasks 1, 2 together en-10k")
     # the same results file from a new workdir: refused before anything trains, and the file is kept
     written = results.read_text()
-    with pytest.raises(SystemExit, match="memo.json already holds a run, and .*fresh has none to continue"):
+    with pytest.raises(SystemExit, match="memo.json already holds a run's results, and .*fresh has no run"):
         memo_babi.main([*argv[:-4], "--workdir", str(tmp_path / "fresh"), "--results", str(results)])
     assert results.read_text() == written and not (tmp_path / "fresh").exists()
 
