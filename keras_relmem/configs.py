@@ -55,11 +55,14 @@ FRACTION = (lambda v: 0 <= v < 1, "in [0, 1)")
 UNIT = (lambda v: 0 < v <= 1, "in (0, 1]")
 
 
-def setting(default, help, check=None, resume=False):
+def setting(default, help, check=None, resume=False, model=False):
     """A config field: its default, its help (shown by the command's `--help`), an optional `check` pair
-    (`POSITIVE`, ...) applied to the value (to each item of a tuple), and whether a resumed run may change it
-    (`resume=True`, e.g. a budget; any other change to a run's recorded config is refused)."""
-    return dataclasses.field(default=default, metadata={"help": help, "check": check, "resume": resume})
+    (`POSITIVE`, ...) applied to the value (to each item of a tuple), whether a resumed run may change it
+    (`resume=True`, e.g. a budget; any other change to a run's recorded config is refused), and whether it is a
+    setting of the model, passed to the model's builder under the field's own name (`model=True`;
+    `Config.model_settings`)."""
+    return dataclasses.field(default=default, metadata={"help": help, "check": check, "resume": resume,
+                                                        "model": model})
 
 
 _setting = setting  # for a class with a field called `setting` (ShortestPathConfig)
@@ -176,6 +179,11 @@ class Config:
         """`{field: value}` of every setting (lists for tuples), as JSON writes it."""
         return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v for f in self.settings()}
 
+    def model_settings(self):
+        """`{name: value}` of the fields that are the model's settings (`setting(model=True)`), under the
+        argument names of the model builder that takes them; None leaves a setting at the model's default."""
+        return {f.name: getattr(self, f.name) for f in self.settings() if f.metadata.get("model")}
+
     def differences(self, other):
         """`{field: (self's, other's)}` of the settings that differ."""
         return {f.name: (getattr(self, f.name), getattr(other, f.name)) for f in self.settings()
@@ -258,14 +266,14 @@ class BabiConfig(Config):
     embedding_stddev: float | None = setting(None, "EntNet: the word embeddings' (and tied keys') initial "
                                                    "N(0, stddev) (None: Keras' default)", POSITIVE)
     embedding_dim: int | None = setting(None, "word embedding size (None: the model's default, EntNet 100)",
-                                        AT_LEAST_ONE)
-    num_blocks: int | None = setting(None, "EntNet memory blocks / RMC attention blocks", AT_LEAST_ONE)
+                                        AT_LEAST_ONE, model=True)
+    num_blocks: int | None = setting(None, "EntNet memory blocks / RMC attention blocks", AT_LEAST_ONE, model=True)
     tied_keys: bool = setting(False, "EntNet: one memory block per entity word of the task, its key and initial "
                                      "memory that word's embedding (the authors' -tied 1); overrides num_blocks")
-    mem_slots: int | None = setting(None, "RMC memory slots", AT_LEAST_ONE)
-    num_heads: int | None = setting(None, "RMC or MEMO attention heads", AT_LEAST_ONE)
-    head_size: int | None = setting(None, "RMC head size", AT_LEAST_ONE)
-    max_hops: int | None = setting(None, "MEMO's hard stop N (default 5)", AT_LEAST_ONE)
+    mem_slots: int | None = setting(None, "RMC memory slots", AT_LEAST_ONE, model=True)
+    num_heads: int | None = setting(None, "RMC or MEMO attention heads", AT_LEAST_ONE, model=True)
+    head_size: int | None = setting(None, "RMC head size", AT_LEAST_ONE, model=True)
+    max_hops: int | None = setting(None, "MEMO's hard stop N (default 5)", AT_LEAST_ONE, model=True)
     restore_best: bool = setting(False, "test the weights of the epoch with the lowest validation loss, not the "
                                         "last epoch's")
     buckets: bool = setting(True, "EntNet and MEMO on one replica: batch stories of similar length, padded to "
@@ -490,13 +498,13 @@ class LMConfig(Config):
     bptt: int = setting(100, "truncation length of back-propagation through time", AT_LEAST_ONE)
     learning_rate: float = setting(1e-3, "Adam's learning rate", POSITIVE)
     clipnorm: float | None = setting(0.25, "gradient-norm clip of each variable", POSITIVE)
-    embedding_dim: int | None = setting(None, "word embedding size (None: 192)", AT_LEAST_ONE)
+    embedding_dim: int | None = setting(None, "word embedding size (None: 192)", AT_LEAST_ONE, model=True)
     untied: bool = setting(False, "a separate softmax matrix instead of the embedding's transpose")
-    mem_slots: int | None = setting(None, "RMC memory slots (None: 1)", AT_LEAST_ONE)
-    head_size: int | None = setting(None, "RMC head size (None: 192)", AT_LEAST_ONE)
-    num_heads: int | None = setting(None, "RMC attention heads (None: 4)", AT_LEAST_ONE)
-    key_size: int | None = setting(None, "RMC key size (None: 64)", AT_LEAST_ONE)
-    units: int | None = setting(None, "LSTM units (None: 1000)", AT_LEAST_ONE)
+    mem_slots: int | None = setting(None, "RMC memory slots (None: 1)", AT_LEAST_ONE, model=True)
+    head_size: int | None = setting(None, "RMC head size (None: 192)", AT_LEAST_ONE, model=True)
+    num_heads: int | None = setting(None, "RMC attention heads (None: 4)", AT_LEAST_ONE, model=True)
+    key_size: int | None = setting(None, "RMC key size (None: 64)", AT_LEAST_ONE, model=True)
+    units: int | None = setting(None, "LSTM units (None: 1000)", AT_LEAST_ONE, model=True)
     seed: int = _seed()
 
     def check(self):
@@ -802,10 +810,10 @@ class LMRoundsConfig(Config):
     decay_after: int = setting(0, "epochs at the full rate", NON_NEGATIVE)
     keep_best: bool = setting(False, "keep the weights of the round with the best validation perplexity and report "
                                      "their test perplexity too (early stopping), beside the last round's")
-    units: int | None = setting(None, "LSTM units (None: build_language_model's)", AT_LEAST_ONE)
-    num_layers: int | None = setting(None, "LSTM layers", AT_LEAST_ONE)
-    dropout: float | None = setting(None, "LSTM dropout", FRACTION)
-    init_scale: float | None = setting(None, "LSTM uniform initialisation scale", POSITIVE)
+    units: int | None = setting(None, "LSTM units (None: build_language_model's)", AT_LEAST_ONE, model=True)
+    num_layers: int | None = setting(None, "LSTM layers", AT_LEAST_ONE, model=True)
+    dropout: float | None = setting(None, "LSTM dropout", FRACTION, model=True)
+    init_scale: float | None = setting(None, "LSTM uniform initialisation scale", POSITIVE, model=True)
     untied: bool = setting(False, "LSTM: a softmax of its own, not the embedding")
     seed: int = _seed()
 

@@ -15,22 +15,6 @@ from keras_relmem.data import babi as babi_data
 SOLVED_ERROR = 0.05
 
 
-def model_hparams(config):
-    """The model's keyword arguments `config` sets (its size; EntNet's embedding scale)."""
-    names = {
-        "entnet": ["embedding_dim", "num_blocks"],
-        "rmc": ["embedding_dim", "num_blocks", "mem_slots", "num_heads", "head_size"],
-        "lstm": ["embedding_dim"],
-        "memo": ["embedding_dim", "num_heads", "max_hops"],
-    }[config.model]
-    hparams = {name: getattr(config, name) for name in names if getattr(config, name) is not None}
-    if config.model == "entnet" and config.embedding_stddev is not None:
-        import keras
-
-        hparams["embeddings_initializer"] = keras.initializers.RandomNormal(stddev=config.embedding_stddev)
-    return hparams
-
-
 def uses_buckets(config, replicas_need_static_batches):
     """Bucketed batches for the models that take stories of any length, on one replica."""
     return config.buckets and config.model in ("entnet", "memo") and not replicas_need_static_batches
@@ -85,13 +69,17 @@ def format_table(results, model_name):
 def build_model(config, data):
     """The (uncompiled) model `config` describes for `data` (a `BabiData`): its size and vocabularies, the
     model's settings, and EntNet's tied keys."""
+    import keras
+
     from keras_relmem.models import build_babi_model
 
-    hparams = model_hparams(config)
-    if config.tied_keys:
-        hparams["entity_ids"] = babi_data.entity_ids(data.vocab)
+    settings = config.model_settings()
+    if config.tied_keys:  # EntNet's (the config refuses them for another model)
+        settings["entity_ids"] = babi_data.entity_ids(data.vocab)
+    if config.embedding_stddev is not None:
+        settings["embeddings_initializer"] = keras.initializers.RandomNormal(stddev=config.embedding_stddev)
     return build_babi_model(config.model, len(data.vocab), len(data.answer_vocab), data.story_length,
-                            data.sentence_length, data.query_length, **hparams)
+                            data.sentence_length, data.query_length, **settings)
 
 
 def optimizer_and_schedule(config, steps_per_epoch, optimizer_options=None):

@@ -15,15 +15,6 @@ from keras_relmem import configs, runs
 from keras_relmem.data import lm as lm_data
 
 
-def model_hparams(args):
-    names = ["embedding_dim"] + (
-        ["mem_slots", "head_size", "num_heads", "key_size"] if args.model == "rmc" else ["units"]
-    )
-    hparams = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
-    hparams["tied"] = not args.untied
-    return hparams
-
-
 def train(config, run):
     """Train `config` (a `configs.LMConfig`) as `run` (`RunOptions`) says; returns the results dict (validation
     perplexity per epoch, test perplexity) also written to `results.json`."""
@@ -49,7 +40,7 @@ def train(config, run):
         train = train.take(run.max_steps)
     if run.max_eval_steps:
         valid, test = (d.take(run.max_eval_steps) for d in (valid, test))
-    hparams = model_hparams(args)
+    hparams = {**config.model_settings(), "tied": not config.untied}
     with strategy.scope():
         model = language_model.build_language_model(
             args.model, len(corpus.vocab), batch_size=args.batch_size,
@@ -140,10 +131,7 @@ def train_rounds(config, run):
     valid = corpus.bptt_dataset("valid", config.batch_size, config.bptt)
     test = corpus.bptt_dataset("test", config.batch_size, config.bptt)
     batches = int(train.cardinality())
-    hparams = {}
-    if config.model == "lstm":
-        hparams = {"units": config.units, "num_layers": config.num_layers, "dropout": config.dropout,
-                   "init_scale": config.init_scale, "tied": False if config.untied else None}
+    hparams = {**config.model_settings(), "tied": False if config.untied else None}
 
     def build():
         model = language_model.build_language_model(config.model, len(corpus.vocab), batch_size=config.batch_size,

@@ -1,5 +1,6 @@
 """relmem-train-babi (tasks/train_babi.py) end to end on tiny settings: the command, its flags and its errors."""
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -231,8 +232,12 @@ def test_entnet_trains_the_best_measured_recipe_and_the_papers_is_one_flag_away(
     # the scale reaches the embedding (and so the tied keys): N(0, 0.3) against the paper's N(0, 0.1)
     import keras
 
+    from keras_relmem.data import load_babi
+
+    data = load_babi(1, "en")
     for name, stddev in (("entnet_babi", 0.3), ("entnet_babi_paper", 0.1)):
-        init = keras.initializers.get(babi_task.model_hparams(recipes.get(name))["embeddings_initializer"])
+        model = babi_task.build_model(dataclasses.replace(recipes.get(name), embedding_dim=8), data)
+        init = keras.initializers.get(model.get_config()["embeddings_initializer"])
         assert init.get_config()["stddev"] == stddev
 
 
