@@ -322,7 +322,7 @@ def _decide(config, run, task):
                 "--overwrite")
         if run.resume:
             raise RunRefused(f"{workdir} holds no run to continue (--resume); leave out --resume to start one")
-        if run.results_path.exists() and run.results_path.parent != workdir:
+        if run.results_path.exists() and run.results_path.resolve().parent != workdir.resolve():
             raise RunRefused(f"{run.results_path} already holds a run's results, and {workdir} has no run: a new "
                              "run would overwrite them; give another results file, or start over with --overwrite")
         return "new", None
@@ -420,6 +420,8 @@ def train(config=None, workdir=None, **options):
                         f"{', '.join(f.name for f in dataclasses.fields(RunOptions) if f.name != 'workdir')}")
     task = task_for(type(config))
     run = RunOptions(workdir=str(workdir or task.workdir), **options)
+    if run.resume and run.overwrite:
+        raise RunRefused("resume continues the run in the workdir and overwrite starts over: give one of them")
     if not task.exports:
         run = dataclasses.replace(run, export=False)
     check_backend()

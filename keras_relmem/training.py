@@ -218,8 +218,9 @@ def run_fit(
             `curve.json` and `metrics.json`. On a multi-worker cluster, workers
             other than the chief write under `workdir/worker_N`.
         epochs: total epochs of the run (a resumed run ends at the same one).
-        resume: continue from `workdir`'s last saved epoch if there is one;
-            otherwise training starts at epoch 0 (and overwrites the files).
+        resume: continue from `workdir`'s last saved epoch if there is one (a
+            curve without its checkpoint is an error); otherwise training starts
+            at epoch 0 (and overwrites the files). `kr.train` decides it.
         logdir: TensorBoard log folder, or None.
         schedule: optional `epoch -> learning rate` function.
         callbacks: more Keras callbacks.
@@ -255,11 +256,6 @@ def run_fit(
     if not distribute.is_chief():
         index = json.loads(os.environ["TF_CONFIG"])["task"].get("index", 0)
         workdir = workdir / f"worker_{index}"
-    if resume and (workdir / "backup").is_dir() and not saved_curve(workdir):
-        # Written by run_fit of 1.0.0 (a BackupAndRestore folder, no curve): refuse rather than start over in it.
-        raise ValueError(f"{workdir} holds a run saved by an earlier keras-relmem (backup/ without curve.json), "
-                         "which this version cannot resume; train without --resume (starting again at epoch 0 "
-                         "there) or give another workdir")
     log = RoundLog(workdir, model_file="checkpoint.keras", fresh=not resume)
     metrics = MetricsJSON(workdir / "metrics.json", resume=resume)
     # The caller's callbacks first, so what they add to the logs is recorded.

@@ -277,10 +277,14 @@ def test_best_entry_is_the_whole_round_with_the_lowest_or_highest_value():
     assert training.best_entry([], "v") is None
 
 
-def test_run_fit_refuses_to_resume_a_workdir_of_the_earlier_format(tmp_path):
+def test_a_workdir_of_the_earlier_format_is_refused_and_kept(tmp_path):
+    """1.0's run_fit left backup/ and checkpoint.keras, no curve or config: the run lifecycle refuses it."""
+    import keras_relmem as kr
+    from keras_relmem import configs, runs
+
     (tmp_path / "backup").mkdir()
     (tmp_path / "checkpoint.keras").write_bytes(b"an earlier run's")
-    with pytest.raises(ValueError, match="backup/ without curve.json"):
-        training.run_fit(_model(), _train_data(), None, tmp_path, epochs=1, resume=True, verbose=0)
+    with pytest.raises(runs.RunRefused, match="holds a run without config.json"):
+        kr.train(configs.NthFarthestConfig(model="mlp", epochs=1), workdir=tmp_path, resume=True)
     assert (tmp_path / "checkpoint.keras").read_bytes() == b"an earlier run's"
 
