@@ -460,7 +460,14 @@ def train(config=None, workdir=None, **options):
             print(f"continuing {run.workdir} after {changes[-1]['after']} round(s) with {listed}", flush=True)
         if chief:
             write_record(run.workdir, config, changes=changes)
-        results = task.train(config, run)
+        try:
+            results = task.train(config, run)
+        except BaseException:
+            if chief and state == "new" and not _trained_so_far(run.workdir):  # failed before its first round
+                (pathlib.Path(run.workdir) / CONFIG_FILE).unlink(missing_ok=True)
+                if created:
+                    shutil.rmtree(run.workdir, ignore_errors=True)
+            raise
         results.setdefault("args", run.recorded(config))
         if changes:
             results["changes"] = changes

@@ -304,3 +304,17 @@ def test_the_joint_runs_memo_settings_carry_memos_argument_names_and_the_old_fla
     config = configs.BabiJointConfig.from_dict(recorded)
     assert (config.share_hop_weights, config.time_encoding, config.attention_dropout, config.answer_dropout) == \
         (False, False, 0.2, 0.2)
+
+
+def test_a_run_that_fails_before_its_first_round_leaves_no_record(tmp_path, monkeypatch):
+    """Bad data found while loading (after the checks) must not leave a record that refuses the next run."""
+    def broken(config, run):
+        raise ValueError("a data file turned out unreadable")
+
+    task = runs.TASKS[configs.NthFarthestConfig]
+    monkeypatch.setitem(runs.TASKS, configs.NthFarthestConfig, dataclasses.replace(task, train=broken))
+    with pytest.raises(ValueError, match="unreadable"):
+        kr.train(TINY, workdir=tmp_path / "w", **QUIET)
+    assert not (tmp_path / "w").exists()
+    monkeypatch.setitem(runs.TASKS, configs.NthFarthestConfig, task)
+    assert kr.train(dataclasses.replace(TINY, learning_rate=0.01), workdir=tmp_path / "w", **QUIET)
