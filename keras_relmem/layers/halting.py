@@ -91,6 +91,15 @@ class HaltingPolicy(keras.layers.Layer):
             `(batch,)`, otherwise `(batch, num_inputs)`.
         **kwargs: standard layer arguments.
 
+    Call arguments:
+        distance: `(batch,)` this hop's attention distance (with `num_inputs > 1`, `(batch, num_inputs)`: the
+            distance, then the other features).
+        hop: int, the hop's index (0-based), one-hot encoded inside.
+        state: `(batch, gru_units)`, the GRU state (`initial_state(batch)` before the first hop).
+
+    Returns:
+        `(halt_logit (batch,), value (batch,), new_state (batch, gru_units))`.
+
     Example:
 
     ```python

@@ -46,139 +46,64 @@ def _facts_count(facts):
 class MEMO(keras.layers.Layer):
     """MEMO: recurrent multi-head attention over separately stored facts.
 
-    Facts stay separate (never summed): fact `i` with items `c_i1..c_iS`
-    (each `d_c`-dimensional) is flattened to `vec(c_i)`; per head `h`, keys
-    `k_hi = W_k^h vec(c_i)` and values `v_hi = W_v^h vec(c_i)` (size `d`). The
-    query starts as `Q_0 = W_q0 vec(query)` (size `H d`). At hop `t`:
+    Facts stay separate (never summed): fact `i` with items `c_i1..c_iS` is flattened to `vec(c_i)`; per head
+    `h`, keys `k_hi = W_k^h vec(c_i)` and values `v_hi = W_v^h vec(c_i)` (size `d`). The query starts as
+    `Q_0 = W_q0 vec(query)` (size `H d`). At hop `t`:
 
         logits_hi = k_hi^T W_h q_h / sqrt(d)     (logit_mixing="heads", default)
                   = sum_j W_h[i, j] k_hj^T q_h / sqrt(d)   (logit_mixing="facts", eq. 11)
         w_h       = softmax_i(logits_h)           (padded facts masked; dropout)
-        q'_h      = sum_i w_hi v_hi
-        Q_t       = LayerNorm(W_q vec(q'_1..q'_H) + Q_{t-1})
-        answer_t  = W_a dropout(relu(W_qa Q_t))   (logits; softmax gives p)
+        Q_t       = LayerNorm(W_q vec(sum_i w_1i v_1i, ..., sum_i w_Hi v_Hi) + Q_{t-1})
+        answer_t  = W_a dropout(relu(W_qa Q_t))   (logits)
 
-    `W_h` starts at the identity in both forms. The paper's eq. 11 has one
-    `W_h` of size I x I, shared by the heads, that mixes the logits across the
-    I facts (`"facts"`); it fixes the number of facts at build time. Ours
-    (`"heads"`) is a d x d bilinear form per head, which works with memories of
-    any size (e.g. bAbI stories bucketed by length). Every published figure
-    of this package so far (paired associative inference, bAbI) uses
-    `"heads"`.
-
-    The halting policy reads the Bhattacharyya distance between `w` of
-    this hop and the last (uniform over the valid facts before the first hop)
-    and, by default (`halting_inputs="distance+entropy"`), the entropy of
-    `softmax(answer_t)`, with the one-hot hop index; the paper's policy reads
-    the distance alone (`halting_inputs="distance"`).
-
-    Calling the layer runs the adaptive inference loop and really stops: a
-    batch finishes when every example has halted (`P(halt) > 0.5`), or at
-    `max_hops`. It returns `(logits, hops)`: each example's answer logits at
-    its halting hop and the number of hops it took. `unrolled()` runs all
-    `max_hops` hops and returns everything the training losses need.
+    A halting policy reads the Bhattacharyya distance between this hop's `w` and the last (and by default
+    the entropy of the hop's answer) with the one-hot hop index. Calling the layer runs the adaptive loop
+    and really stops: a batch ends when every example has halted, or at `max_hops`. `unrolled()` runs all
+    `max_hops` hops and returns what the training losses need. Why the defaults are what they are (the
+    measurements) is in docs/layers.md and the results pages.
 
     Args:
         num_answers: int, answer classes.
-        key_size: int, `d`, size of keys, values and each head's query
-            (default 64).
+        key_size: int, `d`, size of keys, values and each head's query (default 64).
         num_heads: int, `H` (default 4).
         max_hops: int, `N`, the hard stop (default 10).
-        answer_units: int, `d_a`, hidden size of the answer MLP (default 128).
+        answer_units: int, hidden size of the answer MLP (default 128).
         attention_dropout: float, dropout on the attention weights (default 0.1).
         answer_dropout: float, dropout before the answer layer (default 0.1).
-        halting: `"reinforce"` (default; the paper's policy), `"act"`
-            (Graves' adaptive computation time, appendix F) or `None`
-            (always `max_hops` hops).
-        halting_gru_units, halting_mlp_units: sizes of the halting network
-            (default 256 and 64, as in the paper).
-        logit_mixing: `"heads"` (default: a d x d bilinear `W_h` per head) or
-            `"facts"` (the paper's eq. 11: one I x I `W_h` over the facts,
-            shared by the heads; needs a fixed number of facts I).
-        bias_init: initial halting-logit bias (default -3.0). `P(halt) =
-            sigmoid(logit)`: negative values favour another hop. The paper's
-            +2/+5/+10 (appendix D) use the opposite sign and are our
-            -2/-5/-10; a value making halting at hop 1 near certain warns.
+        halting: `"reinforce"` (default; the paper's policy, §2.3), `"act"` (adaptive computation time,
+            appendix F) or `None` (always `max_hops` hops).
+        halting_gru_units, halting_mlp_units: sizes of the halting network (default 256 and 64, the paper's).
+        bias_init: initial halting-logit bias (default -3.0); `P(halt) = sigmoid(logit)`, so negative values
+            favour another hop (the paper's +2/+5/+10 are our -2/-5/-10); near-certain halting at hop 1 warns.
         halting_threshold: P(halt) above which inference stops (default 0.5).
-        halting_inputs: what the halting network reads each hop with the
-            one-hot hop index: `"distance+entropy"` (default) adds the
-            entropy (nats) of the hop's answer distribution to the paper's
-            attention distance; `"distance"` is the paper's input alone
-            (§2.3). Both are gradient-free. Ours is the default by
-            measurement (docs/results.md): with the paper's input the policy
-            took the same number of hops on every query type of paired
-            associative inference (length 5), and on joint bAbI its hops
-            ranked with the tasks' supporting facts far less than with the
-            entropy at every equal training time; the entropy, which drops
-            at the hop where a query becomes answerable, gave hops that rise
-            with the inference distance on PAI and with the supporting
-            facts on bAbI.
         act_epsilon: ACT's epsilon (default 0.01).
-        linear_start: bool (default False). True adds a non-trainable
-            `linear_phase` weight, 1 at first: while it is 1 the reads use the
-            attention logits themselves, without the softmax (end-to-end
-            memory networks' "linear start", Sukhbaatar et al. 2015, §4.2);
-            `memo.linear_phase.assign(0.0)` puts the softmax back. The
-            attention returned (and the halting policy's distances) is the
-            softmax's in both phases.
-        bag_init: bool (default False). True starts `W_k`, `W_v` and `W_q0`
-            as one random matrix `P` (`d_c x H d`, orthonormal rows; needs
-            `H d >= d_c` and facts and query items of the same size)
-            repeated for every item, and `W_q` as the identity. Keys, values
-            and the first query then start as `P^T` of the sum of their
-            items, in one space: a fact sharing words with the query starts
-            with a higher logit, as in end-to-end memory networks, whose
-            question and first hop's facts share one embedding (Sukhbaatar
-            et al. 2015, §2.2, adjacent tying: B = A^1); the values share it
-            too (there they do not), so a hop's read moves the next query
-            towards the words it read.
-            With the default initialisation the logits start near 0 with no
-            such preference, and the attention has to be learnt from
-            gradients that vanish with it. Every weight stays trainable and
-            item positions can still be told apart after training.
-        share_hop_weights: bool (default True, the paper's: one `W_q` and
-            one `W_h` for every hop). False gives hop `t` its own `W_q^t` and
-            `W_h^t`, so each hop can read its query differently: a chain
-            whose next fact shares the last one's object but not its subject
-            (bAbI task 16: greg is a swan -> lily is a swan -> lily is white)
-            needs the subject added at hop 1, subtracted at hop 2 and the new
-            one added at hop 3, which one linear `W_q` shared by the hops
-            cannot do. End-to-end memory networks give each hop its own
-            embeddings for the same reason (Sukhbaatar et al. 2015, §2.2,
-            adjacent tying). Costs `max_hops` times the parameters of both.
-        logit_scale: None (default, the paper's `k^T W_h q / sqrt(d)`) or a
-            float `s`: the logits become the cosine of `k` and `W_h q` times a
-            learned scale per head that starts at `s` (query-key
-            normalisation, Henry et al. 2020), so they stay within `+-scale`.
-            With large embeddings the plain dot products saturate the softmax
-            on one fact (its gradient then near 0); with small ones they
-            start near 0, where the bilinear form's gradients vanish. The
-            cosine fixes the logits' range whatever the embeddings' size.
-        coverage_penalty: float >= 0 (default 0.0, the paper's: off). Hop
-            `t`'s logits lose `coverage_penalty` times the attention its head
-            put on each fact at hops `0..t-1` (the coverage of Tu et al.
-            2016, "Modeling coverage for neural machine translation", §3), so
-            a hop is steered to facts not read yet. A chain of facts needs
-            every hop to read a new one, while the query after a hop still
-            matches the fact it read best: in bAbI task 16 (greg is a swan ->
-            lily is a swan -> lily is white) hop 2's query, holding "greg"
-            and "swan", matches "greg is a swan" better than "lily is a
-            swan". The penalty is differentiable and the same for every hop.
-        kernel_initializer: initializer of the projections (default glorot).
+        kernel_initializer: initializer of the projections (default glorot uniform).
         seed: optional int seed for dropout.
+        logit_mixing: `"heads"` (default: a d x d bilinear `W_h` per head, memories of any size) or
+            `"facts"` (eq. 11: one I x I `W_h` shared by the heads; a fixed number of facts).
+        halting_inputs: `"distance+entropy"` (default) or `"distance"` (the paper's input alone, §2.3).
+        linear_start: bool (default False): add a `linear_phase` weight, 1 at first, while which the reads use
+            the raw logits without the softmax (Sukhbaatar et al. 2015, §4.2); assign 0.0 to end it.
+        bag_init: bool (default False): start `W_k`, `W_v` and `W_q0` as one projection repeated for every item
+            (orthonormal rows; needs `H d >= d_c`) and `W_q` as the identity, so facts sharing the query's words
+            start with higher logits (Sukhbaatar et al. 2015, §2.2, adjacent tying).
+        share_hop_weights: bool (default True, the paper's): one `W_q` and `W_h` for every hop; False gives each
+            hop its own (`max_hops` times their parameters).
+        logit_scale: None (default, the paper's scaled dot product) or a float `s`: cosine logits times a learned
+            per-head scale starting at `s` (query-key normalisation, Henry et al. 2020).
+        coverage_penalty: float >= 0 (default 0.0, off as in the paper): each hop's logits lose this times the
+            attention its head put on each fact at earlier hops (coverage, Tu et al. 2016, §3).
         **kwargs: standard layer arguments.
 
     Call arguments:
-        inputs: `[facts, query]`: `facts (batch, I, S, d_c)`, `query (batch,
-            Sq, d_c)`.
+        inputs: `[facts, query]`: `facts (batch, I, S, d_c)`, `query (batch, Sq, d_c)`.
         mask: optional `(batch, I)` booleans, False for padded facts.
-        training: bool, whether dropout is applied. Gradients through the
-            adaptive loop may be taken whatever its value (on JAX the loop is
-            then always unrolled over `max_hops`; the outputs are the same).
+        training: bool, whether dropout is applied. Gradients through the adaptive loop may be taken whatever
+            its value (on JAX the loop is then unrolled over `max_hops`; the outputs are the same).
 
     Returns:
-        `(logits (batch, num_answers), hops (batch,) int32)`: the answer at
-        the hop where the halting policy stopped, and that hop.
+        `(logits (batch, num_answers), hops (batch,) int32)`: the answer at the hop where the halting policy
+        stopped, and that hop.
 
     Example:
 
@@ -194,9 +119,8 @@ class MEMO(keras.layers.Layer):
 
     ```
 
-    Reference: Banino et al., "MEMO: a deep network for flexible combination
-    of episodic memories", ICLR 2020, arXiv:2001.10913 (§2.2-2.3, appendix D
-    and F).
+    Reference: Banino et al., "MEMO: a deep network for flexible combination of episodic memories", ICLR 2020,
+    arXiv:2001.10913 (§2.2-2.3, appendix D and F).
     """
 
     def __init__(
