@@ -56,9 +56,16 @@ def run(argv=None):
 
     from keras_relmem.tasks import plots
 
-    vocab = Vocabulary.load(assets / "vocab.txt")
-    answers = Vocabulary.load(assets / "answers.txt", pad_token=None)
-    model = keras.saving.load_model(args.checkpoint)
+    try:
+        vocab = Vocabulary.load(assets / "vocab.txt")
+        answers = Vocabulary.load(assets / "answers.txt", pad_token=None)
+    except (ValueError, OSError) as error:
+        build_parser().error(f"{error} (pass the assets/ folder of the checkpoint's own export)")
+    try:
+        model = keras.saving.load_model(args.checkpoint)
+    except Exception as error:  # Keras raises what the file's damage makes (zipfile, h5py, JSON, TypeError)
+        build_parser().error(f"{args.checkpoint} cannot be read as a saved Keras model ({type(error).__name__}: "
+                             f"{str(error)[:200]}); pass a checkpoint.keras written by training")
     mismatch = check_pair(model, args.checkpoint, assets, vocab, answers)
     if mismatch:
         build_parser().error(mismatch)

@@ -390,3 +390,24 @@ def test_explain_refuses_a_checkpoint_with_another_models_assets(exports, tmp_pa
         explain.run(["--checkpoint", str(tmp_path / "bigger.keras"), *argv])
     err = capsys.readouterr().err
     assert f"was trained with {len(data.vocab) + 3} words, but {assets / 'vocab.txt'} lists {len(data.vocab)}" in err
+
+
+def test_explain_answers_bad_files_with_one_error_line(exports, tmp_path, capsys):
+    from keras_relmem.commands import explain
+
+    assets = exports.base / "babi" / "1" / "assets"
+    bad = tmp_path / "bad.keras"
+    bad.write_text("not a model")
+    argv = ["--story", "Mary went home.", "--question", "Where is Mary?", "--out", str(tmp_path / "x.png")]
+    with pytest.raises(SystemExit) as stopped:
+        explain.run(["--checkpoint", str(bad), "--assets", str(assets), *argv])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "Traceback" not in err
+    assert f"{bad} cannot be read as a saved Keras model" in err
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets" / "vocab.txt").write_text("<pad>\n<unk>\nmary\n")
+    (tmp_path / "assets" / "answers.txt").write_text("kitchen\n")
+    exports.babi_model.save(tmp_path / "model.keras")
+    with pytest.raises(SystemExit):
+        explain.run(["--checkpoint", str(tmp_path / "model.keras"), "--assets", str(tmp_path / "assets"), *argv])
+    assert "answers.txt:1: expected the special token" in capsys.readouterr().err
