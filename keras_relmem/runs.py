@@ -429,6 +429,9 @@ def train(config=None, workdir=None, **options):
     check_writable(run.results_path.parent, "results folder")
     if run.export:
         check_writable(run.export_base(), "export folder")
+    for folder, what in ((run.logdir, "TensorBoard log folder"), (run.plot, "plot folder")):
+        if folder:
+            check_writable(folder, what)
     if task.check:
         try:
             task.check(config)

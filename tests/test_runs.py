@@ -193,6 +193,9 @@ def test_bad_paths_are_one_error_line_before_anything_is_written(tmp_path, capsy
     line = _error_line(capsys, lambda: commands.babi([*quick, "--workdir", str(tmp_path / "w"), "--export-dir",
                                                       "/proc/keras_relmem_export"]))
     assert "export folder /proc/keras_relmem_export is not writable" in line
+    line = _error_line(capsys, lambda: commands.babi([*quick, "--workdir", str(tmp_path / "w"), "--logdir",
+                                                      str(afile / "logs")]))
+    assert f"TensorBoard log folder {afile / 'logs'}: {afile} is a file, not a folder" in line
     assert not (tmp_path / "w").exists()  # checked before anything was written
     monkeypatch.setenv("KERAS_RELMEM_DATA", str(afile))
     line = _error_line(capsys, lambda: commands.babi([*quick, "--workdir", str(tmp_path / "w")]))
