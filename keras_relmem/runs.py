@@ -486,7 +486,7 @@ def train(config=None, workdir=None, **options):
 def _report(task, results, path, announce=True):
     """How every run ends: the results table, where they are, and each export with the line that serves it."""
     print("\n" + task.table(results), flush=True)
-    print(f"Results written to {path}", flush=True)
+    print(f"Results written to {path}" if announce else f"Results in {path}", flush=True)
     if not announce:
         return
     from keras_relmem import export

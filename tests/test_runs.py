@@ -77,7 +77,8 @@ def test_the_same_config_reports_a_finished_run_again_without_training_or_export
     capsys.readouterr()
     again = commands.nth_farthest([*TINY_FLAGS, "--workdir", str(tmp_path)])
     out = capsys.readouterr().out
-    assert "holds this run, finished" in out and "Results written to" in out and "Exported" not in out
+    assert "holds this run, finished" in out and f"Results in {tmp_path / 'results.json'}" in out
+    assert "Exported" not in out
     assert again == first
     assert (tmp_path / "metrics.json").read_text() == metrics  # not trained again
     assert sorted(str(p) for p in (tmp_path / "export").rglob("saved_model.pb")) == exports  # no new version
