@@ -124,13 +124,13 @@ class BabiHyperModel(kt.HyperModel):
             config = recipe_search_space(hp, self.recipe)
             steps = max(1, len(self.data.story_lengths("train")) // self.batch_size)
             optimizer, self._schedule = babi.optimizer_and_schedule(config, steps)
-            return babi.compile_model(babi.build_model(config, self.data), self.model_name, optimizer)
+            return babi.compile_model(babi.build_model(config, self.data), optimizer)
         kwargs, learning_rate = babi_search_space(hp, self.model_name)
         model = build_babi_model(
             self.model_name, len(self.data.vocab), len(self.data.answer_vocab),
             self.data.story_length, self.data.sentence_length, self.data.query_length, **kwargs,
         )
-        return babi.compile_model(model, self.model_name, keras.optimizers.Adam(learning_rate, clipnorm=40.0))
+        return babi.compile_model(model, keras.optimizers.Adam(learning_rate, clipnorm=40.0))
 
     def fit(self, hp, model, *args, **kwargs):
         train = self.data.dataset("train", self.batch_size)

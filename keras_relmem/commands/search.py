@@ -54,8 +54,10 @@ def run(argv=None):
     is_lm = args.task == "lm"
     try:
         task = None if is_lm else parse_task(args.task)
-        if is_lm and args.model not in ("rmc", "lstm"):
-            raise ValueError("--task lm takes --model rmc or lstm")
+        from keras_relmem.models.language_model import LM_MODELS
+
+        if is_lm and args.model not in LM_MODELS:
+            raise ValueError(f"--task lm takes --model {' or '.join(LM_MODELS)}")
         if is_lm:
             from keras_relmem.data import lm as lm_data
 

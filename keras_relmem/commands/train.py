@@ -16,8 +16,8 @@ def babi_recipe(given):
     """The recipe bAbI flags start from when no --recipe is named: MEMO with --joint, the joint headline; no
     choosing flag, the quick start; otherwise the model's default recipe."""
     model = given.get("model", "entnet")
-    if model == "memo" and given.get("joint"):
-        return recipes.default(configs.BabiJointConfig, "memo")
+    if given.get("joint") and recipes.default(configs.BabiJointConfig, model):  # a model with a joint run in rounds
+        return recipes.default(configs.BabiJointConfig, model)
     if not set(given) & BABI_CHOOSING:
         return recipes.get("quickstart")
     return recipes.default(configs.BabiConfig, model)

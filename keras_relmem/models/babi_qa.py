@@ -96,6 +96,8 @@ memo_qa.forwards_to = (MEMOClassifier, MEMO)
 
 # The bAbI models by name: each builder's signature holds the model's settings and their defaults.
 BABI_MODELS = {"entnet": EntNetQA, "rmc": rmc_qa, "lstm": lstm_qa, "memo": memo_qa}
+# Those that read stories of any number of sentences (batches can be cut to their longest story).
+ANY_STORY_LENGTH = ("entnet", "memo")
 
 
 def settings_of(builder):

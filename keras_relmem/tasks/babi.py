@@ -16,8 +16,11 @@ SOLVED_ERROR = 0.05
 
 
 def uses_buckets(config, replicas_need_static_batches):
-    """Bucketed batches for the models that take stories of any length, on one replica."""
-    return config.buckets and config.model in ("entnet", "memo") and not replicas_need_static_batches
+    """Bucketed batches for the models that take stories of any length (`babi_qa.ANY_STORY_LENGTH`), on one
+    replica."""
+    from keras_relmem.models.babi_qa import ANY_STORY_LENGTH
+
+    return config.buckets and config.model in ANY_STORY_LENGTH and not replicas_need_static_batches
 
 
 def load_data(config, tasks):
@@ -95,12 +98,14 @@ def optimizer_and_schedule(config, steps_per_epoch, optimizer_options=None):
                          **options), schedule
 
 
-def compile_model(model, name, optimizer, jit_compile=False):
-    """Compile the bAbI model `name` built: MEMO trains itself (its REINFORCE step, no compiled loss); the
-    others with the answers' cross-entropy and accuracy."""
+def compile_model(model, optimizer, jit_compile=False):
+    """Compile a bAbI model: MEMO trains itself (its REINFORCE step, no compiled loss); the others with the
+    answers' cross-entropy and accuracy."""
     import keras
 
-    if name == "memo":
+    from keras_relmem.models import MEMOClassifier
+
+    if isinstance(model, MEMOClassifier):
         model.compile(optimizer, jit_compile=jit_compile)
     else:
         model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"],
@@ -159,7 +164,7 @@ def train_one(config, run, tasks, workdir, strategy, callbacks=(), adjust_model=
         if adjust_model is not None:
             adjust_model(model)
         optimizer, schedule = optimizer_and_schedule(config, steps_per_epoch, optimizer_options)
-        compile_model(model, config.model, optimizer, jit_compile=bool(run.jit_compile))
+        compile_model(model, optimizer, jit_compile=bool(run.jit_compile))
     extra = list(callbacks) + list(schedule)
     if config.budget_minutes:
         extra.append(controls.TimeBudget(config.budget_minutes))
