@@ -255,34 +255,57 @@ class ReadThenWrite(keras.Model):
         return cls(**config)
 
 
-CORES = ("rmc", "lstm", "entnet")
+def _rmc_core(embedding_dim, mem_slots, head_size, num_heads, num_blocks, units, entnet_blocks, return_sequences,
+              **rmc_kwargs):
+    from keras_relmem.layers import RelationalMemory
+
+    return RelationalMemory(mem_slots, head_size, num_heads=num_heads, num_blocks=num_blocks,
+                            return_sequences=return_sequences, name="core", **rmc_kwargs)
+
+
+def _lstm_core(embedding_dim, mem_slots, head_size, num_heads, num_blocks, units, entnet_blocks, return_sequences):
+    return keras.layers.LSTM(units, return_sequences=return_sequences, name="core")
+
+
+def _entnet_core(embedding_dim, mem_slots, head_size, num_heads, num_blocks, units, entnet_blocks,
+                 return_sequences):
+    from keras_relmem.layers import EntNetCell
+
+    return keras.layers.RNN(EntNetCell(entnet_blocks, embedding_dim), return_sequences=return_sequences, name="core")
+
+
+def _flat_core(embedding_dim, mem_slots, head_size, num_heads, num_blocks, units, entnet_blocks, return_sequences):
+    if return_sequences:
+        raise ValueError("core 'mlp' reads the whole sequence at once: it has no output per step")
+    return keras.layers.Flatten(name="core")
+
+
+# The sequence cores by name (ReadThenWrite's, and Nth Farthest's, whose "mlp" reads the flattened sequence).
+CORE_BUILDERS = {"rmc": _rmc_core, "lstm": _lstm_core, "entnet": _entnet_core, "mlp": _flat_core}
+CORES = ("rmc", "lstm", "entnet")  # those that read a sequence step by step (ReadThenWrite's)
 
 
 def build_core(kind, embedding_dim=64, mem_slots=4, head_size=64, num_heads=4, num_blocks=1, units=256,
-               entnet_blocks=20, **rmc_kwargs):
-    """The recurrent core of a `ReadThenWrite` model by name.
+               entnet_blocks=20, return_sequences=True, **rmc_kwargs):
+    """A recurrent core by name (`CORE_BUILDERS`), named "core".
 
     Args:
         kind: `"rmc"` (`RelationalMemory`), `"lstm"` (`keras.layers.LSTM`
-            with `units`) or `"entnet"` (`RNN(EntNetCell)` with
+            with `units`), `"entnet"` (`RNN(EntNetCell)` with
             `entnet_blocks` blocks of `embedding_dim` units, since the cell
-            reads inputs of its block size).
+            reads inputs of its block size) or `"mlp"` (no recurrence: the
+            sequence flattened, a reference; `return_sequences=False` only).
         embedding_dim: the model's embedding size.
         mem_slots, head_size, num_heads, num_blocks: the RMC's.
         units: the LSTM's.
         entnet_blocks: the EntNet cell's memory blocks.
+        return_sequences: an output per step (True, `ReadThenWrite`'s) or the last step's.
         **rmc_kwargs: other `RelationalMemory` arguments (`gate_style`, ...).
     """
-    from keras_relmem.layers import EntNetCell, RelationalMemory
-
-    if kind == "rmc":
-        return RelationalMemory(mem_slots, head_size, num_heads=num_heads, num_blocks=num_blocks,
-                                return_sequences=True, name="core", **rmc_kwargs)
-    if kind == "lstm":
-        return keras.layers.LSTM(units, return_sequences=True, name="core")
-    if kind == "entnet":
-        return keras.layers.RNN(EntNetCell(entnet_blocks, embedding_dim), return_sequences=True, name="core")
-    raise ValueError(f"core must be one of {', '.join(CORES)}; received {kind!r}.")
+    if kind not in CORE_BUILDERS:
+        raise ValueError(f"core must be one of {', '.join(CORE_BUILDERS)}; received {kind!r}.")
+    return CORE_BUILDERS[kind](embedding_dim, mem_slots, head_size, num_heads, num_blocks, units, entnet_blocks,
+                               return_sequences, **rmc_kwargs)
 
 
 __all__ = ["CORES", "CharacterAccuracy", "DecodeSteps", "LastSteps", "ReadThenWrite", "SolvedRate",

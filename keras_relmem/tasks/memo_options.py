@@ -37,17 +37,23 @@ def apply_halting_arguments(model, args):
     return model
 
 
+# The two models of the MEMO tasks: MEMO itself, and the end-to-end memory network style baseline of the paper's
+# tables (one hop, no halting network, a fact's items summed so that facts are no longer separate).
+VARIANTS = {"memo": {"label": "MEMO", "halting": "reinforce", "summed_facts": False},
+            "emn": {"label": "EMN", "halting": None, "summed_facts": True}}
+
+
 def build_classifier(config, num_answers, **settings):
-    """A compiled `MEMOClassifier` for a config whose `model` is "memo" (REINFORCE halting, `config.hops`) or
-    "emn" (one hop, no halting network), seeded with `config.seed`, trained with Adam at its learning rate;
-    `settings` are more MEMOClassifier arguments."""
+    """A compiled `MEMOClassifier` for a config whose `model` is one of `VARIANTS`: "memo" (REINFORCE halting,
+    `config.hops`) or "emn" (one hop, no halting network), seeded with `config.seed`, trained with Adam at its
+    learning rate; `settings` are more MEMOClassifier arguments."""
     from keras_relmem.models.memo import MEMOClassifier
 
     keras.utils.set_random_seed(config.seed)
-    memo = config.model == "memo"
-    reinforce = halting_settings(config) if memo else {}
-    model = MEMOClassifier(num_answers, max_hops=config.hops if memo else 1,
-                           halting="reinforce" if memo else None, seed=config.seed, **settings, **reinforce)
+    halting = VARIANTS[config.model]["halting"]
+    reinforce = halting_settings(config) if halting else {}
+    model = MEMOClassifier(num_answers, max_hops=config.hops if halting else 1, halting=halting, seed=config.seed,
+                           **settings, **reinforce)
     model.compile(keras.optimizers.Adam(config.learning_rate))
     return model
 
@@ -91,7 +97,7 @@ def warm_start_memo(model, path):
 
 def label(model_name):
     """The table name of a model: "MEMO", or "EMN" for the single-hop baseline."""
-    return "MEMO" if model_name == "memo" else "EMN"
+    return VARIANTS[model_name]["label"]
 
 
 # id(model) -> compiled forward; the function holds its model, so an id is never reused

@@ -16,18 +16,11 @@ from keras_relmem.data import synthetic
 def build_model(args, input_shape):
     import keras
 
-    from keras_relmem import RelationalMemory
+    from keras_relmem.models.seq2seq import build_core
 
     inputs = keras.Input(input_shape, name="objects")
-    if args.model == "rmc":
-        h = RelationalMemory(
-            mem_slots=args.mem_slots, head_size=args.head_size,
-            num_heads=args.num_heads, num_blocks=args.num_blocks, name="core",
-        )(inputs)
-    elif args.model == "lstm":
-        h = keras.layers.LSTM(args.units or 512, name="core")(inputs)
-    else:
-        h = keras.layers.Flatten(name="core")(inputs)
+    h = build_core(args.model, mem_slots=args.mem_slots, head_size=args.head_size, num_heads=args.num_heads,
+                   num_blocks=args.num_blocks, units=args.units or 512, return_sequences=False)(inputs)
     for _ in range(args.mlp_layers):
         h = keras.layers.Dense(256, activation="relu")(h)
     logits = keras.layers.Dense(args.num_objects, name="answer")(h)

@@ -54,7 +54,7 @@ def episodes(count, sequences, config, seed):
 
     data = synthetic.paired_associative_inference(
         count, config.length, sequences, config.embedding_size, seed=seed, num_items=config.num_items)
-    if config.model == "emn":  # the EMN-style input: a fact's items summed (facts no longer separate)
+    if memo_options.VARIANTS[config.model]["summed_facts"]:  # the EMN-style input: a fact's items summed
         data["memory"] = data["memory"].sum(axis=2, keepdims=True)
     data["label"] = data["match_id"] if config.answer == "identity" else data["target"]
     return data

@@ -51,7 +51,7 @@ def build(config):
     nodes = config.graph[0]
     return memo_options.build_classifier(config, nodes, vocab_size=nodes + 1, embedding_dim=config.embedding_dim,
                                          num_heads=config.num_heads, key_size=config.key_size,
-                                         sum_fact_items=config.model != "memo")
+                                         sum_fact_items=memo_options.VARIANTS[config.model]["summed_facts"])
 
 
 def predict(model, x):
