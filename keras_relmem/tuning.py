@@ -20,46 +20,51 @@ from keras_relmem.models.memo import TRAINING_DEFAULTS as MEMO_TRAINING_DEFAULTS
 TUNERS = ("random", "bayesian", "hyperband")
 
 
+def _entnet_space(hp):
+    return ({"num_blocks": hp.Choice("num_blocks", [10, 20], default=20),
+             "embedding_dim": hp.Choice("embedding_dim", [50, 100], default=100)},
+            hp.Choice("learning_rate", [0.1, 0.01, 0.001], default=0.01))
+
+
+def _rmc_space(hp):
+    return ({"mem_slots": hp.Choice("mem_slots", [1, 2, 4], default=4),
+             "num_heads": hp.Choice("num_heads", [1, 2, 4], default=2),
+             "head_size": hp.Choice("head_size", [16, 32, 64], default=32),
+             "num_blocks": hp.Choice("num_blocks", [1, 2], default=1),
+             "gate_style": hp.Choice("gate_style", ["unit", "memory"], default="unit")},
+            hp.Choice("learning_rate", [1e-3, 3e-4], default=1e-3))
+
+
+def _memo_space(hp):
+    return ({"max_hops": hp.Choice("max_hops", [3, 5, 10], default=5),
+             "num_heads": hp.Choice("num_heads", [1, 2, 4], default=4),
+             "gamma": hp.Choice("gamma", [0.9, 0.99, 1.0], default=MEMO_TRAINING_DEFAULTS["gamma"]),
+             "alpha": hp.Choice("alpha", [0.01, 0.1, 1.0], default=0.1),
+             "beta": hp.Choice("beta", [0.0, 0.01, 0.1], default=0.01),
+             "bias_init": hp.Choice("bias_init", [-3.0, -1.0, 0.0], default=-3.0),
+             "halting_learning_rate": hp.Choice("halting_learning_rate", [1e-4, 1e-3], default=1e-4)},
+            hp.Choice("learning_rate", [1e-3, 3e-4], default=1e-3))
+
+
+def _lstm_space(hp):
+    return ({"embedding_dim": hp.Choice("embedding_dim", [32, 64], default=64)},
+            hp.Choice("learning_rate", [1e-3, 3e-3], default=1e-3))
+
+
+# Each bAbI model's search space: its published set-up first (the defaults a search starts from).
+BABI_SPACES = {"entnet": _entnet_space, "rmc": _rmc_space, "memo": _memo_space, "lstm": _lstm_space}
+# The language models': their sizes.
+LM_SPACES = {"rmc": lambda hp: {"head_size": hp.Choice("head_size", [64, 128, 192]),
+                                "num_heads": hp.Choice("num_heads", [2, 4]),
+                                "mem_slots": hp.Choice("mem_slots", [1, 2])},
+             "lstm": lambda hp: {"units": hp.Choice("units", [256, 512, 1000])}}
+
+
 def babi_search_space(hp, model):
     """The hyper-parameters of one bAbI model: `(model kwargs, learning rate)`."""
-    if model == "entnet":
-        return (
-            {
-                "num_blocks": hp.Choice("num_blocks", [10, 20], default=20),
-                "embedding_dim": hp.Choice("embedding_dim", [50, 100], default=100),
-            },
-            hp.Choice("learning_rate", [0.1, 0.01, 0.001], default=0.01),
-        )
-    if model == "rmc":
-        return (
-            {
-                "mem_slots": hp.Choice("mem_slots", [1, 2, 4], default=4),
-                "num_heads": hp.Choice("num_heads", [1, 2, 4], default=2),
-                "head_size": hp.Choice("head_size", [16, 32, 64], default=32),
-                "num_blocks": hp.Choice("num_blocks", [1, 2], default=1),
-                "gate_style": hp.Choice("gate_style", ["unit", "memory"], default="unit"),
-            },
-            hp.Choice("learning_rate", [1e-3, 3e-4], default=1e-3),
-        )
-    if model == "memo":
-        return (
-            {
-                "max_hops": hp.Choice("max_hops", [3, 5, 10], default=5),
-                "num_heads": hp.Choice("num_heads", [1, 2, 4], default=4),
-                "gamma": hp.Choice("gamma", [0.9, 0.99, 1.0], default=MEMO_TRAINING_DEFAULTS["gamma"]),
-                "alpha": hp.Choice("alpha", [0.01, 0.1, 1.0], default=0.1),
-                "beta": hp.Choice("beta", [0.0, 0.01, 0.1], default=0.01),
-                "bias_init": hp.Choice("bias_init", [-3.0, -1.0, 0.0], default=-3.0),
-                "halting_learning_rate": hp.Choice("halting_learning_rate", [1e-4, 1e-3], default=1e-4),
-            },
-            hp.Choice("learning_rate", [1e-3, 3e-4], default=1e-3),
-        )
-    if model == "lstm":
-        return (
-            {"embedding_dim": hp.Choice("embedding_dim", [32, 64], default=64)},
-            hp.Choice("learning_rate", [1e-3, 3e-3], default=1e-3),
-        )
-    raise ValueError(f"No search space for model {model!r}.")
+    if model not in BABI_SPACES:
+        raise ValueError(f"No search space for model {model!r}.")
+    return BABI_SPACES[model](hp)
 
 
 # What a search centred on a recipe varies, and by which factors of the recipe's value.
@@ -154,14 +159,7 @@ class LMHyperModel(kt.HyperModel):
         self.max_steps = max_steps
 
     def build(self, hp):
-        if self.model_name == "rmc":
-            kwargs = {
-                "head_size": hp.Choice("head_size", [64, 128, 192]),
-                "num_heads": hp.Choice("num_heads", [2, 4]),
-                "mem_slots": hp.Choice("mem_slots", [1, 2]),
-            }
-        else:
-            kwargs = {"units": hp.Choice("units", [256, 512, 1000])}
+        kwargs = LM_SPACES[self.model_name](hp)
         model = language_model.build_language_model(self.model_name, len(self.corpus.vocab), **kwargs)
         model.compile(
             keras.optimizers.Adam(hp.Choice("learning_rate", [1e-3, 3e-4]), clipnorm=0.25),

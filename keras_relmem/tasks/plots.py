@@ -31,31 +31,47 @@ def explain_babi(model, story, query, sentences, question, vocab, answer_vocab, 
     `story (1, K, S)` and `query (1, Q)` are ids; `sentences` the story as text.
     Returns the PNG path, or None for the LSTM (no memory to show).
     """
-    kind = model_kind(model)
-    inputs = {"story": story, "query": query}
-    if kind == "memo":
-        trace = probes.memo_trace(model, inputs)
-        return viz.memo_hops(trace, 0, sentences, path, answer_vocab.tokens, question)
-    if kind == "lstm":
-        return None
+    return _EXPLAINERS[model_kind(model)](model, {"story": story, "query": query}, sentences, question, vocab,
+                                          answer_vocab, path)
+
+
+def _explain_memo(model, inputs, sentences, question, vocab, answer_vocab, path):
+    trace = probes.memo_trace(model, inputs)
+    return viz.memo_hops(trace, 0, sentences, path, answer_vocab.tokens, question)
+
+
+def _encoded_story(model, inputs):
+    """The story encoder's output and the story mask, and the memory cell, of an EntNet or RMC bAbI model."""
     encoder = keras.Model(model.inputs, model.get_layer("story_encoder").output)
     encoded = keras.ops.convert_to_numpy(encoder(inputs))
-    mask = np.any(np.asarray(story) != 0, axis=-1)
-    cell = model.get_layer("memory").cell
-    if kind == "entnet":
-        gates, memory = probes.entnet_gates(cell, encoded, mask)
-        embeddings = keras.ops.convert_to_numpy(model.get_layer("embedding").embeddings)
-        words = probes.nearest_words(memory[0], embeddings[2:], vocab.tokens[2:])
-        answer = answer_vocab.tokens[int(np.argmax(keras.ops.convert_to_numpy(model(inputs))[0]))]
-        query = keras.Model(model.inputs, model.get_layer("query_encoder").output)(inputs)
-        read = model.get_layer("readout").attention(keras.ops.reshape(memory, (1, -1)), query)
-        return viz.entnet_gates(gates[0], sentences, words, path, title=question, answer=answer,
-                                read_weights=keras.ops.convert_to_numpy(read)[0])
+    mask = np.any(np.asarray(inputs["story"]) != 0, axis=-1)
+    return encoded, mask, model.get_layer("memory").cell
+
+
+def _explain_entnet(model, inputs, sentences, question, vocab, answer_vocab, path):
+    encoded, mask, cell = _encoded_story(model, inputs)
+    gates, memory = probes.entnet_gates(cell, encoded, mask)
+    embeddings = keras.ops.convert_to_numpy(model.get_layer("embedding").embeddings)
+    words = probes.nearest_words(memory[0], embeddings[2:], vocab.tokens[2:])
+    answer = answer_vocab.tokens[int(np.argmax(keras.ops.convert_to_numpy(model(inputs))[0]))]
+    query = keras.Model(model.inputs, model.get_layer("query_encoder").output)(inputs)
+    read = model.get_layer("readout").attention(keras.ops.reshape(memory, (1, -1)), query)
+    return viz.entnet_gates(gates[0], sentences, words, path, title=question, answer=answer,
+                            read_weights=keras.ops.convert_to_numpy(read)[0])
+
+
+def _explain_rmc(model, inputs, sentences, question, vocab, answer_vocab, path):
+    encoded, mask, cell = _encoded_story(model, inputs)
     attention, _ = probes.rmc_attention(cell, encoded, mask)
     steps = len(sentences)
     return viz.rmc_attention_grid(
         attention[0, :steps], path, title=question, row_labels=[f"s{j + 1}" for j in range(steps)]
     )
+
+
+# What each bAbI model's picture shows (the LSTM has no memory to show).
+_EXPLAINERS = {"memo": _explain_memo, "entnet": _explain_entnet, "rmc": _explain_rmc,
+               "lstm": lambda *args: None}
 
 
 def _curves(metrics_path, out_dir, title):
