@@ -374,6 +374,17 @@ def _changes(workdir, record, config):
     return changes
 
 
+def _follow(config, run):
+    """A worker of a multi-worker run (not the chief): the chief decides and writes; a worker reads the same record
+    and does likewise (continue in its own `worker_N` folder, or report a finished run), so the replicas agree."""
+    record = read_record(run.workdir)
+    finished = record is not None and record.get("finished") and not recorded_config(run.workdir).differences(config)
+    results = pathlib.Path((record or {}).get("results") or run.results_path)
+    if finished and results.is_file():
+        return "finished", record
+    return ("continue" if record is not None or run.resume else "new"), record
+
+
 def train(config=None, workdir=None, **options):
     """Train `config` in `workdir` and return its results (the dict also written to `results.json`).
 
@@ -444,7 +455,7 @@ def train(config=None, workdir=None, **options):
     pathlib.Path(run.workdir).mkdir(parents=True, exist_ok=True)
     with workdir_lock(run.workdir) if chief else contextlib.nullcontext():
         try:
-            state, record = _decide(config, run, task) if chief else ("continue" if run.resume else "new", None)
+            state, record = _decide(config, run, task) if chief else _follow(config, run)
         except RunRefused:
             if created:  # a refused run leaves nothing behind
                 shutil.rmtree(run.workdir, ignore_errors=True)
