@@ -30,7 +30,8 @@ quiet_commands()
 # TensorFlow's pre-logging start-up lines ("Could not find cuda drivers", the
 # oneDNN note) are dropped when this import is what first imports it; every
 # other line it prints is kept (TF_CPP_MIN_LOG_LEVEL=0 keeps them all).
-with quiet_tensorflow() if "tensorflow" not in sys.modules else contextlib.nullcontext():
+_FIRST_IMPORT = "tensorflow" not in sys.modules
+with quiet_tensorflow() if _FIRST_IMPORT else contextlib.nullcontext():
     from keras_relmem import (
         callbacks,  # noqa: F401  (MEMO's training controls)
         configs,
@@ -48,6 +49,12 @@ with quiet_tensorflow() if "tensorflow" not in sys.modules else contextlib.nullc
         ReversibleEmbedding,
     )
     from keras_relmem.runs import train
+
+    if _FIRST_IMPORT and "tensorflow" in sys.modules:
+        # The first device query calls cuInit, which on a machine without a GPU logs "failed call to cuInit" as an
+        # error: drawn out here, inside the filter, for the library's users as the commands do at their start.
+        # Listing devices runs no op and leaves the runtime's settings (threads, visible devices) open.
+        sys.modules["tensorflow"].config.list_physical_devices()
 
 __all__ = [
     "EntNetCell",

@@ -228,3 +228,17 @@ def test_a_distributed_command_runs_no_op_before_its_strategy(monkeypatch):
 def test_the_readmes_test_line_fails_when_any_backends_tests_fail():
     line = next(line for line in README.splitlines() if line.startswith("python -m pytest"))
     assert line.count("python -m pytest") == 3 and ";" not in line and line.count(" && ") == 2
+
+
+def test_the_library_import_draws_out_cuinit_inside_the_start_up_filter():
+    """`import keras_relmem` then training (the README's snippet) printed "failed call to cuInit" at the first
+    device query on a machine without a GPU; the import makes that query inside the filter, and leaves the
+    thread pools open."""
+    import subprocess
+    import sys
+
+    code = ("import keras_relmem, tensorflow as tf; tf.config.threading.set_inter_op_parallelism_threads(1); "
+            "tf.config.list_physical_devices(); print('ok')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+    assert "cuInit" not in done.stderr and "Could not find cuda drivers" not in done.stderr
