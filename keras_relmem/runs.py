@@ -42,6 +42,7 @@ import tempfile
 import zipfile
 
 from keras_relmem import configs
+from keras_relmem.training import saved_curve, write_json
 
 CONFIG_FILE = "config.json"
 LOCK_FILE = ".lock"
@@ -178,15 +179,12 @@ def write_record(workdir, config, finished=False, results=None, changes=()):
     """Record `config` as `workdir/config.json` (atomically), with whether the run has finished, where its
     results are, and the settings changed between its sittings (`changes`)."""
     from keras_relmem import __version__
-    from keras_relmem.training import write_json
 
     write_json(pathlib.Path(workdir) / CONFIG_FILE,
                {"type": type(config).__name__, "version": __version__, "recipe": config.recipe,
                 "config": config.to_dict(), "finished": finished, **({"results": str(results)} if results else {}),
                 **({"changes": list(changes)} if changes else {})})
 
-
-write_config = write_record  # the 1.1 name
 
 
 def _nested_runs(workdir):
@@ -212,7 +210,7 @@ def check_checkpoints(workdir):
     `RunRefused` naming it (a resumed run must never go on from fresh weights)."""
     for curve in _own(workdir, sorted(pathlib.Path(workdir).rglob("curve.json"))):
         try:
-            trained = bool(json.loads(curve.read_text()))
+            trained = len(saved_curve(curve.parent))
         except (ValueError, OSError) as error:
             raise RunRefused(f"{curve} cannot be read ({error}); start over with --overwrite") from None
         if not trained:
@@ -221,8 +219,8 @@ def check_checkpoints(workdir):
         pending = list(curve.parent.glob(".*.round*.keras"))  # saved, not yet moved into place (training.RoundLog)
         if not models and not pending:
             raise RunRefused(f"{curve.parent / MODEL_FILES[0]} (or model.keras) is missing, though {curve} records "
-                             f"{len(json.loads(curve.read_text()))} trained round(s): the run cannot continue from "
-                             "its weights. Restore the file, or start over with --overwrite")
+                             f"{trained} trained round(s): the run cannot continue from its weights. Restore the "
+                             "file, or start over with --overwrite")
         for model in models:
             if not zipfile.is_zipfile(model):
                 raise RunRefused(f"{model} is not a readable .keras file (truncated or damaged): restore it, or "
@@ -307,11 +305,11 @@ def _start_over(workdir):
 
 def _decide(config, run, task):
     """Under the lock: what this call does with the workdir. Returns `("new" | "continue" | "finished",
-    record)`, or raises `RunRefused`."""
+    record, the config's differences from the recorded one)`, or raises `RunRefused`."""
     workdir = pathlib.Path(run.workdir)
     if run.overwrite:
         _start_over(workdir)
-        return "new", None
+        return "new", None, {}
     record = read_record(workdir)
     if record is None:
         found = _run_files(workdir)
@@ -325,7 +323,7 @@ def _decide(config, run, task):
         if run.results_path.exists() and run.results_path.resolve().parent != workdir.resolve():
             raise RunRefused(f"{run.results_path} already holds a run's results, and {workdir} has no run: a new "
                              "run would overwrite them; give another results file, or start over with --overwrite")
-        return "new", None
+        return "new", None, {}
     recorded = recorded_config(workdir)
     if type(recorded) is not type(config):
         raise RunRefused(f"{workdir} holds a {type(recorded).__name__} run; this config is a "
@@ -339,16 +337,15 @@ def _decide(config, run, task):
                          "settings (the command with --resume and no flags that change these), start over with "
                          "--overwrite, or give another workdir")
     check_checkpoints(workdir)
-    results = pathlib.Path(record.get("results") or run.results_path)
-    if record.get("finished") and not differences and results.is_file():
-        return "finished", record
+    if record.get("finished") and not differences and _results_file(record, run).is_file():
+        return "finished", record, differences
     if record.get("finished") and differences and not set(differences) & set(EXTENT):
         listed = ", ".join(differences)
         raise RunRefused(f"{workdir} holds a finished run: a changed {listed} would train nothing more, and its "
                          f"record would name settings its weights were not trained with. Give more "
                          f"{' or '.join(n for n in EXTENT if n in type(config).__dataclass_fields__)} to train on "
                          "with them, start over with --overwrite, or give another workdir")
-    return "continue", record
+    return "continue", record, differences
 
 
 # The fields that say how much a run trains: raising one continues a finished run.
@@ -357,32 +354,23 @@ EXTENT = ("epochs", "budget_minutes")
 
 def _trained_so_far(workdir):
     """How many rounds (epochs) the longest curve below `workdir` records."""
-    return max((len(json.loads(p.read_text())) for p in _own(workdir, pathlib.Path(workdir).rglob("curve.json"))),
+    return max((len(saved_curve(p.parent)) for p in _own(workdir, pathlib.Path(workdir).rglob("curve.json"))),
                default=0)
 
 
-def _changes(workdir, record, config):
-    """The record's list of settings changed between sittings, with this sitting's changes (if any) added: each
-    `{"after": rounds trained before it, "fields": {name: [before, after]}}`."""
-    changes = list((record or {}).get("changes", []))
-    if record is not None:
-        before = configs.by_name(record["type"]).from_dict(record["config"])
-        differences = before.differences(config)
-        if differences:
-            changes.append({"after": _trained_so_far(workdir),
-                            "fields": {name: list(pair) for name, pair in differences.items()}})
-    return changes
+def _results_file(record, run):
+    """Where the run `record` describes keeps its results (the record says, else the run's own path)."""
+    return pathlib.Path((record or {}).get("results") or run.results_path)
 
 
 def _follow(config, run):
     """A worker of a multi-worker run (not the chief): the chief decides and writes; a worker reads the same record
     and does likewise (continue in its own `worker_N` folder, or report a finished run), so the replicas agree."""
     record = read_record(run.workdir)
-    finished = record is not None and record.get("finished") and not recorded_config(run.workdir).differences(config)
-    results = pathlib.Path((record or {}).get("results") or run.results_path)
-    if finished and results.is_file():
-        return "finished", record
-    return ("continue" if record is not None or run.resume else "new"), record
+    differences = recorded_config(run.workdir).differences(config) if record is not None else {}
+    if record is not None and record.get("finished") and not differences and _results_file(record, run).is_file():
+        return "finished", record, differences
+    return ("continue" if record is not None or run.resume else "new"), record, differences
 
 
 def train(config=None, workdir=None, **options):
@@ -455,22 +443,25 @@ def train(config=None, workdir=None, **options):
     pathlib.Path(run.workdir).mkdir(parents=True, exist_ok=True)
     with workdir_lock(run.workdir) if chief else contextlib.nullcontext():
         try:
-            state, record = _decide(config, run, task) if chief else _follow(config, run)
+            state, record, differences = _decide(config, run, task) if chief else _follow(config, run)
         except RunRefused:
             if created:  # a refused run leaves nothing behind
                 shutil.rmtree(run.workdir, ignore_errors=True)
             raise
         if state == "finished":
-            results_path = pathlib.Path(record.get("results") or run.results_path)
+            results_path = _results_file(record, run)
             results = json.loads(results_path.read_text())
             print(f"{run.workdir} holds this run, finished; its results (start over with --overwrite):", flush=True)
             _report(task, results, results_path, announce=False)
             return results
         limit_threads(run.threads)
         run = dataclasses.replace(run, resume=state == "continue")
-        changes = _changes(run.workdir, record, config) if chief else []
-        if changes and changes[-1] not in (record or {}).get("changes", []):
-            listed = ", ".join(f"{name} {old!r} -> {new!r}" for name, (old, new) in changes[-1]["fields"].items())
+        # the record's settings changed between sittings, this sitting's added: each with the rounds before it
+        changes = list((record or {}).get("changes", []))
+        if differences:
+            changes.append({"after": _trained_so_far(run.workdir),
+                            "fields": {name: list(pair) for name, pair in differences.items()}})
+            listed = ", ".join(f"{name} {old!r} -> {new!r}" for name, (old, new) in differences.items())
             print(f"continuing {run.workdir} after {changes[-1]['after']} round(s) with {listed}", flush=True)
         if chief:
             write_record(run.workdir, config, changes=changes)
@@ -486,8 +477,6 @@ def train(config=None, workdir=None, **options):
         if changes:
             results["changes"] = changes
         if chief:
-            from keras_relmem.training import write_json
-
             write_json(run.results_path, results)
             write_record(run.workdir, config, finished=True, results=run.results_path, changes=changes)
             _report(task, results, run.results_path)

@@ -288,7 +288,8 @@ def train_model(config, run):
         run: the run's `keras_relmem.runs.RunOptions` (workdir, results file, threads, ...).
 
     Returns:
-        `(results, model, data)`: the results dict also written to the results file.
+        `(results, model, data)`: the complete results (`kr.train` writes them to the results file; each round's
+        are written as it ends).
     """
     from keras_relmem.training import train_in_rounds, write_json
 
@@ -349,7 +350,7 @@ def train_model(config, run):
     workdir = pathlib.Path(run.workdir)
     starts = choose_start(args, workdir, rounds) if args.starts > 1 else None
 
-    def record(curve, complete=False, extra=None):
+    def results_of(curve, complete=False, extra=None):
         last = curve[-1]
         results = {
             "minutes": last["minutes"],
@@ -370,11 +371,13 @@ def train_model(config, run):
                       for e in curve],
             "args": recorded,
         }
-        write_json(run.results_path, results)
         return results
 
+    def record(curve):  # the result so far, after every round (the complete one is the run lifecycle's to write)
+        write_json(run.results_path, results_of(curve))
+
     curve, model = rounds(starts["seed"] if starts else args.seed, workdir, on_round=record)
-    return record(curve, complete=True, extra={"hop_errors": hop_errors(model, data, args)}), model, data
+    return results_of(curve, complete=True, extra={"hop_errors": hop_errors(model, data, args)}), model, data
 
 
 # start k of a run with --seed s trains with seed s + 1000 k: its data-order seeds (seed * 1000 + round)

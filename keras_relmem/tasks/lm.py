@@ -162,7 +162,7 @@ def train_rounds(config, run):
                 "curve": [{k: e[k] for k in ("minutes", "epoch", "train_perplexity", "val_perplexity")}
                           for e in curve]}
 
-    on_round, finish = recorder(config, run, summary)
+    on_round = recorder(config, run, summary)
     curve, model = train_in_rounds(
         build, train_round, lambda model: {"val_perplexity": perplexity(model, valid)}, run.workdir,
         config.budget_minutes,
@@ -179,7 +179,7 @@ def train_rounds(config, run):
         model.load_weights(workdir / BEST_WEIGHTS)
         result.update({"best_round": best["round"], "best_minutes": best["minutes"],
                        "best_val_perplexity": best["val_perplexity"], "best_perplexity": perplexity(model, test)})
-    return finish(result)
+    return result
 
 
 def table_rounds(result):

@@ -155,14 +155,14 @@ def train_rounds(config, run):
                 "curve": [{k: e[k] for k in ("minutes", "train_accuracy", "test_accuracy", "asked") if k in e}
                           for e in curve]}
 
-    on_round, finish = recorder(config, run, summary)
+    on_round = recorder(config, run, summary)
     curve, model = train_in_rounds(
         build, train_round, evaluate, run.workdir, config.budget_minutes,
         describe=lambda e: (f"{config.model} round {e['round']:3d}  {e['minutes']:6.1f} min  "
                             f"train {e['train_accuracy']:5.1f}%  test {e['test_accuracy']:5.1f}%"
                             + (f"  asked n = {', '.join(map(str, e['asked']))}" if "asked" in e else "")),
         on_round=on_round)
-    return finish({"complete": True, "parameters": int(model.count_params()), **summary(curve)})
+    return {"complete": True, "parameters": int(model.count_params()), **summary(curve)}
 
 
 def table(results):

@@ -167,11 +167,11 @@ def train(config, run):
             anneal_learning_rate(model, minutes, config.budget_minutes, config.learning_rate,
                                  config.final_learning_rate)
 
-    on_round, finish = recorder(config, run, summary)
+    on_round = recorder(config, run, summary)
     curve, _ = train_in_rounds(lambda: build(config), train_round, evaluate, run.workdir, config.budget_minutes,
                                describe=describe, on_round=on_round, before_round=anneal,
                                on_resume=lambda model: memo_options.apply_halting_arguments(model, config))
-    return finish({"complete": True, **summary(curve)})
+    return {"complete": True, **summary(curve)}
 
 
 def table(result):

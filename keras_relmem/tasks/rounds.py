@@ -1,5 +1,6 @@
 """What the trainers that run in rounds under a wall-clock budget share: their results file, written as the
-rounds go (an unfinished budget shows its progress), and the run's `on_round` hook."""
+rounds go (an unfinished budget shows its progress; the complete result is written by the run lifecycle,
+`keras_relmem.runs`), and the run's `on_round` hook."""
 
 from keras_relmem.training import write_json
 
@@ -7,7 +8,7 @@ from keras_relmem.training import write_json
 def recorder(config, run, summary):
     """An `on_round` for `keras_relmem.training.train_in_rounds`: while the budget is not spent, the results
     file gets `{"complete": False, **summary(curve), "args": ...}` and `run.on_round` (if any) is called with
-    that result. Returns `(on_round, finish)`: `finish(result)` writes the complete result and returns it."""
+    that result."""
     args = run.recorded(config)
 
     def on_round(curve):
@@ -17,8 +18,4 @@ def recorder(config, run, summary):
             if run.on_round:
                 run.on_round(result)
 
-    def finish(result):
-        write_json(run.results_path, {**result, "args": args})
-        return result
-
-    return on_round, finish
+    return on_round

@@ -112,11 +112,11 @@ def train(config, run):
         return (f"{memo_options.label(config.model)} {config.setting} round {entry['round']:3d} "
                 f"{entry['minutes']:5.1f} min  {nodes}  path {entry['path']:5.1f}%  hops {entry['hops']}")
 
-    on_round, finish = recorder(config, run, summary)
+    on_round = recorder(config, run, summary)
     curve, _ = train_in_rounds(lambda: build(config), train_round, lambda model: test_pass(model, test, length),
                                run.workdir, config.budget_minutes, describe=describe, on_round=on_round,
                                on_resume=lambda model: memo_options.apply_halting_arguments(model, config))
-    return finish({"complete": True, **summary(curve)})
+    return {"complete": True, **summary(curve)}
 
 
 def table(result):
