@@ -33,25 +33,26 @@ def _start_tensorflow():
             tf.function(lambda x: tf.transpose(x > 0))(tf.ones((2, 2)))
 
 
-def _flag(name, argv=None):
-    """The value of flag `name` in the command's arguments (`--name V` or `--name=V`), or None."""
+def _flags(name, argv=None):
+    """Every value of flag `name` in the command's arguments (`--name V` or `--name=V`)."""
     import sys
 
     argv = sys.argv[1:] if argv is None else argv
-    values = [a.split("=", 1)[1] for a in argv if a.startswith(name + "=")]
-    values += [b for a, b in zip(argv, argv[1:]) if a == name]
+    return [a.split("=", 1)[1] for a in argv if a.startswith(name + "=")] + \
+        [b for a, b in zip(argv, argv[1:]) if a == name]
+
+
+def _flag(name, argv=None):
+    """The value of flag `name` in the command's arguments, the last given (as argparse takes it), or None."""
+    values = _flags(name, argv)
     return values[-1] if values else None
 
 
 def _distributed(argv=None):
     """Whether this command will set up a multi-worker or TPU strategy (`--strategy`, TF_CONFIG, TPU_NAME)."""
     import os
-    import sys
 
-    argv = sys.argv[1:] if argv is None else argv
-    strategies = [a.split("=", 1)[1] for a in argv if a.startswith("--strategy=")]
-    strategies += [b for a, b in zip(argv, argv[1:]) if a == "--strategy"]
-    return (any(s in ("multiworker", "tpu") for s in strategies)
+    return (any(s in ("multiworker", "tpu") for s in _flags("--strategy", argv))
             or "TF_CONFIG" in os.environ or "TPU_NAME" in os.environ)
 
 

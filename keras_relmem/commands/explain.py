@@ -128,7 +128,7 @@ def check_pair(model, checkpoint, assets, vocab, answers):
             return (f"{checkpoint} is a {model.name} model, but {assets} belongs to an export of a "
                     f"{record.get('model')} model: give the assets of this checkpoint's own export")
     config = model.get_config() if hasattr(model, "get_config") else {}
-    embeddings = [layer for layer in model._flatten_layers() if isinstance(layer, keras.layers.Embedding)]
+    embeddings = [layer for layer in model.layers if isinstance(layer, keras.layers.Embedding)]
     vocab_size = config.get("vocab_size") or (embeddings[0].input_dim if embeddings else None)
     outputs = config.get("num_answers") or (model.outputs[0].shape[-1] if getattr(model, "outputs", None) else None)
     for what, theirs in (("vocab_size", vocab_size), ("answers", outputs)):
