@@ -41,9 +41,11 @@ with quiet_tensorflow() if _FIRST_IMPORT else contextlib.nullcontext():
     )
     from keras_relmem.layers import (
         MEMO,
+        ACTHalting,
         EntNetCell,
         EntNetEncoder,
         EntNetReadout,
+        HaltingPolicy,
         RelationalMemory,
         RelationalMemoryCell,
         ReversibleEmbedding,
@@ -57,9 +59,11 @@ with quiet_tensorflow() if _FIRST_IMPORT else contextlib.nullcontext():
         sys.modules["tensorflow"].config.list_physical_devices()
 
 __all__ = [
+    "ACTHalting",
     "EntNetCell",
     "EntNetEncoder",
     "EntNetReadout",
+    "HaltingPolicy",
     "MEMO",
     "RelationalMemory",
     "RelationalMemoryCell",

@@ -152,9 +152,9 @@ class LinearStart(keras.callbacks.Callback):
     """MEMO reads with linear attention (no softmax) for the first `epochs` epochs, then with the softmax.
 
     End-to-end memory networks' linear start (Sukhbaatar et al. 2015, §4.2).
-    Sets the non-trainable `linear_phase` variable of a MEMO built with
-    `linear_start=True` each epoch (a model not built yet is built by its
-    first training step, which reads with the initial phase, linear).
+    Sets the non-trainable `linear_phase` variable of the MEMO each epoch: 1
+    (linear) for the first `epochs`, then 0 (a model not built yet is built by
+    its first training step, and the phase is set after it).
 
     Args:
         epochs: int, epochs of linear attention.
@@ -167,7 +167,7 @@ class LinearStart(keras.callbacks.Callback):
     >>> from keras_relmem.models.memo import MEMOClassifier
     >>> rng = np.random.default_rng(0)
     >>> x = {"facts": rng.integers(1, 20, (8, 6, 4)), "query": rng.integers(1, 20, (8, 3))}
-    >>> model = MEMOClassifier(2, vocab_size=20, embedding_dim=16, key_size=8, linear_start=True)
+    >>> model = MEMOClassifier(2, vocab_size=20, embedding_dim=16, key_size=8)
     >>> model.compile(keras.optimizers.Adam(1e-3))
     >>> _ = model.fit(x, rng.integers(0, 2, (8,)), epochs=2, verbose=0, callbacks=[LinearStart(1)])
     >>> float(keras.ops.convert_to_numpy(model.memo.linear_phase))
@@ -183,13 +183,12 @@ class LinearStart(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         layer = self.layer or getattr(self.model, "memo", None)
-        if layer is None or not getattr(layer, "linear_start", False):
-            raise ValueError("LinearStart needs a MEMO built with linear_start=True (the model's `memo`, "
-                             "or pass layer=)")
+        if layer is None:
+            raise ValueError("LinearStart needs a MEMO: the model's `memo`, or pass layer=")
         phase = 1.0 if epoch < self.epochs else 0.0
         if hasattr(layer, "linear_phase"):
             layer.linear_phase.assign(phase)
-        else:  # built by the first training step, whose phase is the initial 1.0; set after it
+        else:  # built by the first training step; set after it
             self._pending = (layer, phase)
 
     def on_train_batch_end(self, batch, logs=None):

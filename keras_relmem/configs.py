@@ -408,8 +408,8 @@ got ('17=0',)
                                      "probability (end-to-end memory networks' random noise)", FRACTION)
     linear_start_rounds: int = setting(0, "train the first rounds with the softmax taken out of the attention "
                                           "(end-to-end memory networks' linear start)", NON_NEGATIVE)
-    bag_init: bool = setting(False, "MEMO(bag_init=True): keys, values and query start as one projection of their "
-                                    "summed words")
+    bag_init: bool = setting(False, "MEMO(kernel_initializer='bags'): keys, values and query start as one "
+                                    "projection of their summed words")
     share_hop_weights: bool = setting(True, "every hop shares MEMO's W_q and W_h (False: each hop its own)")
     logit_scale: float | None = setting(None, "MEMO(logit_scale=S): cosine attention logits times a learned scale "
                                               "per head starting at S", POSITIVE)

@@ -15,7 +15,6 @@ import keras
 import keras_tuner as kt
 
 from keras_relmem.models import build_babi_model, language_model
-from keras_relmem.models.memo import TRAINING_DEFAULTS as MEMO_TRAINING_DEFAULTS
 
 TUNERS = ("random", "bayesian", "hyperband")
 
@@ -36,12 +35,15 @@ def _rmc_space(hp):
 
 
 def _memo_space(hp):
+    from keras_relmem.layers import HaltingPolicy
+
+    policy = HaltingPolicy(gamma=hp.Choice("gamma", [0.9, 0.99, 1.0], default=1.0),
+                           alpha=hp.Choice("alpha", [0.01, 0.1, 1.0], default=0.1),
+                           beta=hp.Choice("beta", [0.0, 0.01, 0.1], default=0.01),
+                           bias_init=hp.Choice("bias_init", [-3.0, -1.0, 0.0], default=-3.0))
     return ({"max_hops": hp.Choice("max_hops", [3, 5, 10], default=5),
              "num_heads": hp.Choice("num_heads", [1, 2, 4], default=4),
-             "gamma": hp.Choice("gamma", [0.9, 0.99, 1.0], default=MEMO_TRAINING_DEFAULTS["gamma"]),
-             "alpha": hp.Choice("alpha", [0.01, 0.1, 1.0], default=0.1),
-             "beta": hp.Choice("beta", [0.0, 0.01, 0.1], default=0.01),
-             "bias_init": hp.Choice("bias_init", [-3.0, -1.0, 0.0], default=-3.0),
+             "halting": policy,
              "halting_learning_rate": hp.Choice("halting_learning_rate", [1e-4, 1e-3], default=1e-4)},
             hp.Choice("learning_rate", [1e-3, 3e-4], default=1e-3))
 

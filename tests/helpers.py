@@ -9,10 +9,12 @@ def randomize_weights(layer, seed=0, scale=0.3):
 
     Defaults such as LayerNorm's gamma=1, beta=0 would hide a wrong use of a
     weight in an equation test; random values do not.
+    MEMO's `linear_phase`, a switch rather than a parameter, stays as it is.
     """
     rng = np.random.default_rng(seed)
     for weight in layer.weights:
-        weight.assign(rng.normal(scale=scale, size=weight.shape).astype("float32"))
+        if weight.name != "linear_phase":
+            weight.assign(rng.normal(scale=scale, size=weight.shape).astype("float32"))
 
 
 def weights_by_name(layer):

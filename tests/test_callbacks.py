@@ -79,7 +79,7 @@ def test_halting_warmup_holds_the_halting_network_then_trains_it():
 
 def test_linear_start_switches_the_softmax_back():
     x, y = _data()
-    model = _memo(linear_start=True)
+    model = _memo()
     phases = []
 
     class Record(keras.callbacks.Callback):
@@ -88,8 +88,10 @@ def test_linear_start_switches_the_softmax_back():
 
     model.fit(x, y, epochs=3, verbose=0, callbacks=[LinearStart(2), Record()])
     assert phases == [1.0, 1.0, 0.0]
-    with pytest.raises(ValueError, match="linear_start=True"):
-        _memo().fit(x, y, epochs=1, verbose=0, callbacks=[LinearStart(1)])
+    plain = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    plain.compile("sgd", "mse")
+    with pytest.raises(ValueError, match="LinearStart needs a MEMO"):
+        plain.fit(np.zeros((2, 2)), np.zeros((2, 1)), epochs=1, verbose=0, callbacks=[LinearStart(1)])
 
 
 def test_piecewise_rate_reaches_the_optimizer_through_keras_scheduler():

@@ -8,14 +8,9 @@ Everything here is `keras.ops` math. The REINFORCE training step that uses
 import keras
 from keras import ops
 
+from keras_relmem.layers import halting as halting_policies
 from keras_relmem.layers import utils
-from keras_relmem.layers.halting import (
-    HALTING_MODES,
-    HaltingPolicy,
-    answer_entropy,
-    bhattacharyya_distance,
-    check_halting_inputs,
-)
+from keras_relmem.layers.halting import bhattacharyya_distance
 
 LOGIT_MIXING = ("heads", "facts")
 _NEG_INF = -1e9
@@ -60,7 +55,9 @@ class MEMO(keras.layers.Layer):
     the entropy of the hop's answer) with the one-hot hop index. Calling the layer runs the adaptive loop
     and really stops: a batch ends when every example has halted, or at `max_hops`. `unrolled()` runs all
     `max_hops` hops and returns what the training losses need. Why the defaults are what they are (the
-    measurements) is in docs/layers.md and the results pages.
+    measurements) is in docs/layers.md and the results pages. The non-trainable weight `linear_phase` (0) mixes
+    the raw logits into the reads while it is above 0: `callbacks.LinearStart` sets it to 1 for the first epochs
+    (linear start, Sukhbaatar et al. 2015, §4.2).
 
     Args:
         num_answers: int, answer classes.
@@ -70,29 +67,23 @@ class MEMO(keras.layers.Layer):
         answer_units: int, hidden size of the answer MLP (default 128).
         attention_dropout: float, dropout on the attention weights (default 0.1).
         answer_dropout: float, dropout before the answer layer (default 0.1).
-        halting: `"reinforce"` (default; the paper's policy, §2.3), `"act"` (adaptive computation time,
-            appendix F) or `None` (always `max_hops` hops).
-        halting_gru_units, halting_mlp_units: sizes of the halting network (default 256 and 64, the paper's).
-        bias_init: initial halting-logit bias (default -3.0); `P(halt) = sigmoid(logit)`, so negative values
-            favour another hop (the paper's +2/+5/+10 are our -2/-5/-10); near-certain halting at hop 1 warns.
-        halting_threshold: P(halt) above which inference stops (default 0.5).
-        act_epsilon: ACT's epsilon (default 0.01).
-        kernel_initializer: initializer of the projections (default glorot uniform).
-        seed: optional int seed for dropout.
+        halting: the halting policy: a `HaltingPolicy` (REINFORCE, the paper's, §2.3), an `ACTHalting`
+            (adaptive computation time, appendix F), `"reinforce"` or `"act"` for one with its defaults (default
+            `"reinforce"`), or None (always `max_hops` hops). The policy holds its own settings, threshold and
+            loss; MEMO sets its `max_hops` and dtype policy.
         logit_mixing: `"heads"` (default: a d x d bilinear `W_h` per head, memories of any size) or
             `"facts"` (eq. 11: one I x I `W_h` shared by the heads; a fixed number of facts).
-        halting_inputs: `"distance+entropy"` (default) or `"distance"` (the paper's input alone, §2.3).
-        linear_start: bool (default False): add a `linear_phase` weight, 1 at first, while which the reads use
-            the raw logits without the softmax (Sukhbaatar et al. 2015, §4.2); assign 0.0 to end it.
-        bag_init: bool (default False): start `W_k`, `W_v` and `W_q0` as one projection repeated for every item
-            (orthonormal rows; needs `H d >= d_c`) and `W_q` as the identity, so facts sharing the query's words
-            start with higher logits (Sukhbaatar et al. 2015, §2.2, adjacent tying).
         share_hop_weights: bool (default True, the paper's): one `W_q` and `W_h` for every hop; False gives each
             hop its own (`max_hops` times their parameters).
         logit_scale: None (default, the paper's scaled dot product) or a float `s`: cosine logits times a learned
             per-head scale starting at `s` (query-key normalisation, Henry et al. 2020).
         coverage_penalty: float >= 0 (default 0.0, off as in the paper): each hop's logits lose this times the
             attention its head put on each fact at earlier hops (coverage, Tu et al. 2016, §3).
+        kernel_initializer: initializer of the projections (default glorot uniform), or `"bags"`: `W_k`, `W_v`
+            and `W_q0` start as one projection repeated for every item (orthonormal rows; needs `H d >= d_c`) and
+            `W_q` as the identity, so facts sharing the query's words start with higher logits (Sukhbaatar et
+            al. 2015, §2.2, adjacent tying).
+        seed: optional int seed for dropout and the `"bags"` projection.
         **kwargs: standard layer arguments.
 
     Call arguments:
@@ -133,22 +124,15 @@ class MEMO(keras.layers.Layer):
         attention_dropout=0.1,
         answer_dropout=0.1,
         halting="reinforce",
-        halting_gru_units=256,
-        halting_mlp_units=64,
-        bias_init=-3.0,
-        halting_threshold=0.5,
-        act_epsilon=0.01,
-        kernel_initializer="glorot_uniform",
-        seed=None,
         logit_mixing="heads",
-        halting_inputs="distance+entropy",
-        linear_start=False,
-        bag_init=False,
         share_hop_weights=True,
         logit_scale=None,
         coverage_penalty=0.0,
+        kernel_initializer="glorot_uniform",
+        seed=None,
         **kwargs,
     ):
+        _refuse_1_1_arguments(kwargs)
         super().__init__(**kwargs)
         for name, value in (
             ("num_answers", num_answers), ("key_size", key_size), ("num_heads", num_heads),
@@ -157,16 +141,8 @@ class MEMO(keras.layers.Layer):
             utils.check_positive_int(name, value)
         utils.check_rate("attention_dropout", attention_dropout)
         utils.check_rate("answer_dropout", answer_dropout)
-        if halting not in HALTING_MODES:
-            raise ValueError(f"halting must be 'reinforce', 'act' or None; received halting={halting!r}.")
         if logit_mixing not in LOGIT_MIXING:
             raise ValueError(f"logit_mixing must be 'heads' or 'facts'; received logit_mixing={logit_mixing!r}.")
-        if not 0.0 < halting_threshold < 1.0:
-            raise ValueError(f"halting_threshold must be in (0, 1); received {halting_threshold!r}.")
-        num_halting_inputs = check_halting_inputs(halting_inputs)
-        self.halting_inputs = halting_inputs
-        self.linear_start = bool(linear_start)
-        self.bag_init = bool(bag_init)
         self.share_hop_weights = bool(share_hop_weights)
         if logit_scale is not None and not logit_scale > 0:
             raise ValueError(f"logit_scale must be None or > 0; received logit_scale={logit_scale!r}.")
@@ -181,14 +157,9 @@ class MEMO(keras.layers.Layer):
         self.answer_units = answer_units
         self.attention_dropout = float(attention_dropout)
         self.answer_dropout = float(answer_dropout)
-        self.halting = halting
         self.logit_mixing = logit_mixing
-        self.halting_gru_units = halting_gru_units
-        self.halting_mlp_units = halting_mlp_units
-        self.bias_init = float(bias_init)
-        self.halting_threshold = float(halting_threshold)
-        self.act_epsilon = float(act_epsilon)
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bags = kernel_initializer == "bags"
+        self.kernel_initializer = keras.initializers.get("glorot_uniform" if self.bags else kernel_initializer)
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
         """@private the dropout masks' seed state (Keras tracks it as a variable of the layer)."""
@@ -207,14 +178,10 @@ class MEMO(keras.layers.Layer):
         self.norm = keras.layers.LayerNormalization(dtype=self.dtype_policy, name="query_norm")
         self.answer_hidden = dense(answer_units, "W_qa", activation="relu")
         self.answer_output = dense(num_answers, "W_a")
-        self.policy = (
-            HaltingPolicy(max_hops, halting_gru_units, halting_mlp_units, bias_init,
-                          num_inputs=num_halting_inputs, dtype=self.dtype_policy, name="halting_policy")
-            if halting is not None else None
-        )
-        if halting == "act":
-            # ACT has no REINFORCE baseline: the value head is unused.
-            self.policy.value.trainable = False
+        # The attribute keeps 1.1's name, under which `.keras` files store the policy's weights.
+        self.policy = halting_policies.get(halting)
+        if self.policy is not None:
+            self.policy.attach(max_hops, self.dtype_policy)
 
     def build(self, input_shape):
         facts_shape, query_shape = input_shape
@@ -246,9 +213,7 @@ class MEMO(keras.layers.Layer):
         if self.logit_scale is not None:
             self.scale = self.add_weight(shape=(self.num_heads,),
                                          initializer=keras.initializers.Constant(self.logit_scale), name="logit_scale")
-        if self.linear_start:
-            self.linear_phase = self.add_weight(shape=(), initializer="ones", trainable=False,
-                                                name="linear_phase")
+        self.linear_phase = self.add_weight(shape=(), initializer="zeros", trainable=False, name="linear_phase")
         for projection in self._hop_projections():
             projection.build((None, size))
         self.norm.build((None, size))
@@ -256,16 +221,16 @@ class MEMO(keras.layers.Layer):
         self.answer_output.build((None, self.answer_units))
         if self.policy is not None:
             self.policy.build()
-        if self.bag_init:
+        if self.bags:
             self._initialise_as_bags(facts_shape[-1], query_shape[-1])
         self.built = True
 
     def _initialise_as_bags(self, fact_item, query_item):
-        """`bag_init`: one `P` repeated over the items of keys, values and query; `W_q = I`."""
+        """`kernel_initializer="bags"`: one `P` repeated over the items of keys, values and query; `W_q = I`."""
         size = self.num_heads * self.key_size
         if fact_item != query_item or fact_item is None or size < fact_item:
             raise ValueError(
-                "bag_init=True needs facts and query items of one known size d_c <= num_heads * key_size "
+                "kernel_initializer='bags' needs facts and query items of one known size d_c <= num_heads * key_size "
                 f"(one matrix projects both); received items of size {fact_item} (facts) and {query_item} "
                 f"(query) with num_heads * key_size = {size}."
             )
@@ -349,12 +314,10 @@ class MEMO(keras.layers.Layer):
         if mask is not None:
             logits = ops.where(ops.expand_dims(mask, 1), logits, _NEG_INF)
         attention = ops.softmax(logits, axis=-1)
-        weights = attention
-        if self.linear_start:
-            linear = scores if mask is None else ops.where(ops.expand_dims(mask, 1), scores, 0.0)
-            phase = ops.cast(self.linear_phase, "float32")
-            weights = phase * linear + (1.0 - phase) * attention
-        weights = ops.cast(weights, values.dtype)
+        # Linear start: while `linear_phase` is above 0 the reads mix in the raw logits (at 0, the softmax alone).
+        linear = scores if mask is None else ops.where(ops.expand_dims(mask, 1), scores, 0.0)
+        phase = ops.cast(self.linear_phase, "float32")
+        weights = ops.cast(phase * linear + (1.0 - phase) * attention, values.dtype)
         if training and self.attention_dropout > 0:
             weights = keras.random.dropout(weights, self.attention_dropout, seed=self.seed_generator)
         read = ops.matmul(ops.expand_dims(weights, 2), values)[:, :, 0, :]  # (b, H, d)
@@ -389,13 +352,6 @@ class MEMO(keras.layers.Layer):
             bhattacharyya_distance(ops.stop_gradient(attention), ops.stop_gradient(previous)), axis=-1
         )
 
-    def halting_features(self, distance, answer_logits):
-        """The policy's per-hop input: the distance, then (with `"distance+entropy"`) the answer's entropy."""
-        if self.halting_inputs == "distance":
-            return distance
-        entropy = answer_entropy(ops.stop_gradient(answer_logits))
-        return ops.stack([ops.cast(distance, "float32"), entropy], axis=-1)
-
     # -- training and inference ----------------------------------------------
     def unrolled(self, inputs, mask=None, training=False):
         """Run all `max_hops` hops.
@@ -421,7 +377,7 @@ class MEMO(keras.layers.Layer):
             distance = self.hop_distance(attention, previous)
             distances.append(distance)
             if self.policy is not None:
-                halt, value, state = self.policy(self.halting_features(distance, answer), hop=t, state=state)
+                halt, value, state = self.policy(self.policy.features(distance, answer), hop=t, state=state)
                 halts.append(ops.cast(halt, "float32"))
                 baselines.append(ops.cast(value, "float32"))
             previous = attention
@@ -454,27 +410,18 @@ class MEMO(keras.layers.Layer):
         final0 = ops.zeros((batch, self.num_answers), "float32")
         halted0 = ops.zeros((batch,), "bool")
         hops0 = ops.zeros((batch,), "int32")
-        mass0 = ops.zeros((batch,), "float32")  # ACT: cumulative halting probability
+        mass0 = ops.zeros((batch,), "float32")  # the cumulative halting probability (ACT's)
 
         def cond(t, q, previous, coverage, state, final, halted, hops, mass):
             return ops.logical_and(t < self.max_hops, ops.logical_not(ops.all(halted)))
 
         def body(t, q, previous, coverage, state, final, halted, hops, mass):
             q, attention, logits = self.hop(keys, values, q, mask, training, t, coverage)
-            features = self.halting_features(self.hop_distance(attention, previous), logits)
+            features = self.policy.features(self.hop_distance(attention, previous), logits)
             halt_logit, _, state = self.policy(features, hop=t, state=state)
             p_halt = ops.sigmoid(ops.cast(halt_logit, "float32"))
-            last = t + 1 >= self.max_hops
-            if self.halting == "reinforce":
-                stop = ops.logical_or(p_halt > self.halting_threshold, last)
-                newly = ops.logical_and(stop, ops.logical_not(halted))
-                final = ops.where(ops.expand_dims(newly, -1), logits, final)
-            else:  # ACT: a probability-weighted mixture of the hops' answers
-                stop = ops.logical_or(mass + p_halt >= 1.0 - self.act_epsilon, last)
-                newly = ops.logical_and(stop, ops.logical_not(halted))
-                weight = ops.where(newly, 1.0 - mass, ops.where(halted, 0.0, p_halt))
-                final = final + ops.expand_dims(weight, -1) * ops.softmax(logits, axis=-1)
-                mass = mass + weight
+            final, mass, stop = self.policy.step(p_halt, logits, final, mass, halted, t + 1 >= self.max_hops)
+            newly = ops.logical_and(stop, ops.logical_not(halted))
             hops = ops.where(newly, ops.cast(t + 1, "int32"), hops)
             halted = ops.logical_or(halted, stop)
             return t + 1, q, attention, coverage + attention, state, final, halted, hops, mass
@@ -495,9 +442,7 @@ class MEMO(keras.layers.Layer):
             # (jit_compile=True on TensorFlow) can compile it; it stops early once every row has halted.
             _, _, _, _, _, final, _, hops, _ = ops.while_loop(cond, body, loop_vars,
                                                               maximum_iterations=self.max_hops)
-        if self.halting == "act":
-            final = ops.log(ops.maximum(final, 1e-12))
-        return final, hops
+        return self.policy.answer(final), hops
 
     def compute_mask(self, inputs, mask=None):
         return None
@@ -520,21 +465,56 @@ class MEMO(keras.layers.Layer):
                 "answer_units": self.answer_units,
                 "attention_dropout": self.attention_dropout,
                 "answer_dropout": self.answer_dropout,
-                "halting": self.halting,
+                "halting": None if self.policy is None else keras.saving.serialize_keras_object(self.policy),
                 "logit_mixing": self.logit_mixing,
-                "halting_inputs": self.halting_inputs,
-                "linear_start": self.linear_start,
-                "bag_init": self.bag_init,
                 "share_hop_weights": self.share_hop_weights,
                 "logit_scale": self.logit_scale,
                 "coverage_penalty": self.coverage_penalty,
-                "halting_gru_units": self.halting_gru_units,
-                "halting_mlp_units": self.halting_mlp_units,
-                "bias_init": self.bias_init,
-                "halting_threshold": self.halting_threshold,
-                "act_epsilon": self.act_epsilon,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "kernel_initializer": "bags" if self.bags else keras.initializers.serialize(self.kernel_initializer),
                 "seed": self.seed,
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**from_1_1(config))
+
+    def load_own_variables(self, store):
+        # A MEMO saved by 1.1 without linear start has no `linear_phase` (the last of its own variables): it
+        # loads with the phase at 0, the softmax alone.
+        own = self._trainable_variables + self._non_trainable_variables
+        if len(store.keys()) == len(own) - 1 and own[-1] is self.linear_phase:
+            phase = ops.convert_to_numpy(self.linear_phase)
+            store = {**{key: store[key] for key in store.keys()}, str(len(own) - 1): phase}
+        super().load_own_variables(store)
+
+
+# MEMO's arguments of 1.1 that are gone, and what to write now.
+_ARGUMENTS_1_1 = {
+    "halting_gru_units": "halting=HaltingPolicy(gru_units=...)",
+    "halting_mlp_units": "halting=HaltingPolicy(mlp_units=...)",
+    "bias_init": "halting=HaltingPolicy(bias_init=...)",
+    "halting_inputs": "halting=HaltingPolicy(inputs=...)",
+    "halting_threshold": "halting=HaltingPolicy(threshold=...)",
+    "act_epsilon": "halting=ACTHalting(epsilon=...)",
+    "bag_init": "kernel_initializer='bags'",
+    "linear_start": "nothing: every MEMO can start linear; keras_relmem.callbacks.LinearStart sets its linear_phase",
+}
+
+
+def _refuse_1_1_arguments(kwargs, owner="MEMO"):
+    for name in _ARGUMENTS_1_1:
+        if name in kwargs:
+            raise TypeError(f"{owner}({name}=...) is gone in keras-relmem 2.0; write {_ARGUMENTS_1_1[name]}.")
+
+
+def from_1_1(config, training=None):
+    """A MEMO config as 1.1 wrote it (its halting policy's arguments beside its own, `bag_init`, `linear_start`)
+    in 2.0's form; a 2.0 config is returned as it is. `training`: the 1.1 MEMOClassifier's REINFORCE or ACT
+    settings, which the policy now holds."""
+    config = halting_policies.policy_from_1_1(config, training)
+    if config.pop("bag_init", False):
+        config["kernel_initializer"] = "bags"
+    config.pop("linear_start", None)
+    return config

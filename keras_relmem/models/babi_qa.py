@@ -8,7 +8,7 @@ import inspect
 
 import keras
 
-from keras_relmem.layers import MEMO, EntNetEncoder, RelationalMemory, RelationalMemoryCell
+from keras_relmem.layers import EntNetEncoder, RelationalMemory, RelationalMemoryCell
 from keras_relmem.models.entnet_qa import EntNetQA
 from keras_relmem.models.memo import MEMOClassifier
 
@@ -92,7 +92,7 @@ def memo_qa(vocab_size, num_answers, story_length, sentence_length, query_length
     return memo
 
 
-memo_qa.forwards_to = (MEMOClassifier, MEMO)
+memo_qa.forwards_to = (MEMOClassifier,)
 
 # The bAbI models by name: each builder's signature holds the model's settings and their defaults.
 BABI_MODELS = {"entnet": EntNetQA, "rmc": rmc_qa, "lstm": lstm_qa, "memo": memo_qa}

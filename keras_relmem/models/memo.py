@@ -3,10 +3,10 @@
 `MEMOClassifier` embeds facts and a query (word ids with a shared `Embedding`,
 or vectors with a shared linear map `W_c`), runs `keras_relmem.MEMO` and is
 trained by the standard `fit` of every Keras backend: MEMO by Adam on the
-answers' cross-entropy, the halting network by RMSProp on the REINFORCE loss
-(`compile` wraps both in a `SplitOptimizer`), or, with `halting="act"`, one
-optimizer on cross-entropy + ponder cost. Gradients never cross between the
-two under REINFORCE.
+answers' cross-entropy, the halting network by RMSProp on its REINFORCE loss
+(`compile` wraps both in a `SplitOptimizer`), or, with an `ACTHalting` policy,
+one optimizer on cross-entropy + ponder cost. Gradients never cross between
+the two under REINFORCE.
 """
 
 import contextlib
@@ -14,24 +14,14 @@ import contextlib
 import keras
 from keras import ops
 
-from keras_relmem.layers.halting import act_weights, check_n_step, reinforce_halting_loss, sample_halting
+from keras_relmem.layers import memo as memo_layer
+from keras_relmem.layers.halting import ACTHalting, HaltingPolicy
 from keras_relmem.layers.memo import MEMO
 from keras_relmem.optimizers import SplitOptimizer
 
-# MEMO's training defaults, in this one place (the bAbI models and the tuner read them from here): the
-# measured-best ones of our joint bAbI and PAI runs (bench/memo_babi/results/memo_babi.json,
-# memo_pai_length4_entropy_cosine.json).
-# Before 1.0 they were gamma 0.9 and answer_loss "visited", the paper-like set-up (its appendix D.3 searches
-# gamma), which collapsed the halting policy to one hop on both; the recipes memo_*_paper keep it. A model
-# saved with other values loads with them (get_config holds every one).
-TRAINING_DEFAULTS = {
-    "gamma": 1.0,
-    "alpha": 0.1,
-    "beta": 0.01,
-    "halting_learning_rate": 1e-4,
-    "ponder_cost": 0.01,
-    "answer_loss": "all",
-}
+# The halting policy's REINFORCE and ACT settings of 1.1's MEMOClassifier, which the policies now hold.
+_POLICY_TRAINING_1_1 = {"gamma": "HaltingPolicy", "alpha": "HaltingPolicy", "beta": "HaltingPolicy",
+                        "n_step": "HaltingPolicy", "ponder_cost": "ACTHalting"}
 ANSWER_LOSSES = ("visited", "all", "last", "halted", "halted+last")
 
 
@@ -63,12 +53,12 @@ class MEMOClassifier(keras.Model):
             item (default False). True gives the end-to-end memory network
             style input that MEMO's paper ablates (a fact is one vector, its
             items no longer separate): our benches' single-hop baseline.
-        gamma, alpha, beta: REINFORCE discount (default 1.0: no discount;
-            0.9 before 1.0, a 10% cost a hop that made one hop pay on easy
-            queries), value-loss and expected-hops weights.
-        halting_learning_rate: RMSProp learning rate of the halting network.
-        ponder_cost: ACT's tau.
-        n_step: REINFORCE bootstrap horizon (default: Monte-Carlo).
+        key_size, num_heads, max_hops, answer_units, attention_dropout, answer_dropout, halting, logit_mixing,
+            share_hop_weights, logit_scale, coverage_penalty, kernel_initializer: `keras_relmem.MEMO`'s
+            arguments, with its defaults. `halting` is the policy layer (`HaltingPolicy`, with the REINFORCE
+            discount `gamma`, value weight `alpha` and cost per hop `beta`; `ACTHalting`, with `ponder_cost`;
+            or None).
+        halting_learning_rate: RMSProp learning rate of a `HaltingPolicy` (default 1e-4).
         answer_loss: under REINFORCE, which hops' answers the cross-entropy
             trains: `"all"` (default: every hop 1..N whatever the policy
             samples) or `"visited"` (hops 1..T of the sampled episode, so
@@ -101,8 +91,8 @@ class MEMOClassifier(keras.Model):
             nothing.
         supervised_hops: int, how many of the first hops `attention_supervision`
             supervises (default 1: only the first read is shown).
-        **memo_kwargs: arguments of `keras_relmem.MEMO` (`num_heads`,
-            `key_size`, `max_hops`, `halting`, `bias_init`, ...).
+        seed: optional int seed of MEMO's dropout and the sampled halting hops.
+        **kwargs: standard model arguments (`name`, `dtype`).
 
     Inputs: a dict with `facts` (or `story`; `(b, I, S)` ids or `(b, I, S, E)`
     vectors; id 0, or a fact whose vectors are all zero, is padding),
@@ -138,36 +128,43 @@ class MEMOClassifier(keras.Model):
         vocab_size=None,
         max_time=0,
         sum_fact_items=False,
-        gamma=TRAINING_DEFAULTS["gamma"],
-        alpha=TRAINING_DEFAULTS["alpha"],
-        beta=TRAINING_DEFAULTS["beta"],
-        halting_learning_rate=TRAINING_DEFAULTS["halting_learning_rate"],
-        ponder_cost=TRAINING_DEFAULTS["ponder_cost"],
-        n_step=None,
-        answer_loss=TRAINING_DEFAULTS["answer_loss"],
+        key_size=64,
+        num_heads=4,
+        max_hops=10,
+        answer_units=128,
+        attention_dropout=0.1,
+        answer_dropout=0.1,
+        halting="reinforce",
+        logit_mixing="heads",
+        share_hop_weights=True,
+        logit_scale=None,
+        coverage_penalty=0.0,
+        kernel_initializer="glorot_uniform",
+        halting_learning_rate=1e-4,
+        answer_loss="all",
         attention_supervision=0.0,
         supervised_hops=1,
         seed=None,
-        **memo_kwargs,
+        **kwargs,
     ):
-        name = memo_kwargs.pop("name", "memo_classifier")
-        super().__init__(name=name, dtype=memo_kwargs.pop("dtype", None))
+        for name, policy in _POLICY_TRAINING_1_1.items():
+            if name in kwargs:
+                raise TypeError(f"MEMOClassifier({name}=...) is gone in keras-relmem 2.0; the halting policy holds "
+                                f"it: write halting={policy}({name}=...).")
+        memo_layer._refuse_1_1_arguments(kwargs, owner="MEMOClassifier")
+        kwargs.setdefault("name", "memo_classifier")
+        super().__init__(**kwargs)
         self._step_outputs = "logits"  # see returning()
         self.num_answers = num_answers
         self.embedding_dim = embedding_dim
         self.vocab_size = vocab_size
         self.max_time = max_time
         self.sum_fact_items = bool(sum_fact_items)
-        self.gamma, self.alpha, self.beta = float(gamma), float(alpha), float(beta)
         self.halting_learning_rate = float(halting_learning_rate)
-        self.ponder_cost = float(ponder_cost)
-        check_n_step(n_step)
-        self.n_step = n_step
         if answer_loss not in ANSWER_LOSSES:
             raise ValueError(f"answer_loss must be one of {ANSWER_LOSSES}, got {answer_loss!r}")
         self.answer_loss = answer_loss
         self.seed = seed
-        self.memo_kwargs = dict(memo_kwargs)
         if vocab_size:
             self.embed = keras.layers.Embedding(vocab_size, embedding_dim, name="W_c")
         else:
@@ -175,13 +172,27 @@ class MEMOClassifier(keras.Model):
         self.time_embed = (
             keras.layers.Embedding(max_time + 1, embedding_dim, name="time") if vocab_size and max_time else None
         )
-        self.memo = MEMO(num_answers, seed=seed, name="memo", **memo_kwargs)
+        self.memo = MEMO(num_answers, key_size=key_size, num_heads=num_heads, max_hops=max_hops,
+                         answer_units=answer_units, attention_dropout=attention_dropout,
+                         answer_dropout=answer_dropout, halting=halting, logit_mixing=logit_mixing,
+                         share_hop_weights=share_hop_weights, logit_scale=logit_scale,
+                         coverage_penalty=coverage_penalty, kernel_initializer=kernel_initializer, seed=seed,
+                         name="memo")
         self.set_attention_supervision(attention_supervision, supervised_hops)
         self.sample_seed = keras.random.SeedGenerator(seed)
         self.loss_tracker = keras.metrics.Mean(name="loss")
         self.accuracy_tracker = keras.metrics.SparseCategoricalAccuracy(name="accuracy")
         self.hops_tracker = keras.metrics.Mean(name="hops")
         self.policy_tracker = keras.metrics.Mean(name="halting_loss")
+
+    @property
+    def input_dtype(self):
+        """Word ids are int32 (what `model.export` types the inputs as); vectors take the compute dtype."""
+        return "int32" if self.vocab_size else super().input_dtype
+
+    def _reinforce(self):
+        """The MEMO's halting policy when it is trained by REINFORCE, else None."""
+        return self.memo.policy if isinstance(self.memo.policy, HaltingPolicy) else None
 
     def set_attention_supervision(self, weight, hops):
         """Set the supporting-fact attention loss: its `weight` (0 turns it off) and how many of the first
@@ -277,9 +288,8 @@ class MEMOClassifier(keras.Model):
     # -- training ------------------------------------------------------------
     def policy_variables(self):
         """The halting network's variables (trained by REINFORCE), or []."""
-        if self.memo.policy is None or self.memo.halting == "act":
-            return []
-        return self.memo.policy.trainable_variables
+        policy = self._reinforce()
+        return [] if policy is None else policy.trainable_variables
 
     def _is_policy_variable(self, variable):
         return any(variable is v for v in self.policy_variables())
@@ -295,7 +305,7 @@ class MEMOClassifier(keras.Model):
         `model.halting_optimizer` is the RMSProp.
         """
         optimizer = keras.optimizers.get(optimizer)
-        if self.memo.halting == "reinforce":
+        if self._reinforce() is not None:
             if not isinstance(optimizer, SplitOptimizer):
                 optimizer = SplitOptimizer(
                     optimizer, keras.optimizers.RMSprop(self.halting_learning_rate)
@@ -328,8 +338,8 @@ class MEMOClassifier(keras.Model):
         out = {k: v for k, v in unrolled.items() if k in ("answer_logits", "halt_logits", "values")}
         if self.attention_supervision and "support" in inputs:
             out.update(attention=unrolled["attention"], support=inputs["support"])
-        if self.memo.halting == "reinforce":
-            out["halt_hop"] = sample_halting(ops.stop_gradient(out["halt_logits"]), seed=self.sample_seed)
+        if self._reinforce() is not None:
+            out["halt_hop"] = self._reinforce().sample(ops.stop_gradient(out["halt_logits"]), seed=self.sample_seed)
         return out
 
     def losses_from_outputs(self, out, target):
@@ -346,24 +356,21 @@ class MEMOClassifier(keras.Model):
             ops.repeat(ops.expand_dims(target, 1), n_hops, axis=1), logits, from_logits=True
         )
         steps = ops.arange(1, n_hops + 1)[None, :]
-        result = {}
-        if self.memo.halting == "reinforce":
+        result, policy = {}, self.memo.policy
+        if isinstance(policy, HaltingPolicy):
             halt_hop = out["halt_hop"]
             trained = self._trained_hops(steps, ops.expand_dims(halt_hop, -1), n_hops)
             task = ops.mean(ops.sum(per_hop_ce * trained, axis=1) / ops.sum(trained, axis=1))
             final = ops.take_along_axis(logits, ops.reshape(halt_hop - 1, (-1, 1, 1)), axis=1)[:, 0]
             reward = ops.cast(ops.equal(ops.argmax(final, axis=-1), target), "float32")
-            policy = reinforce_halting_loss(
-                out["halt_logits"], out["values"], halt_hop, reward,
-                self.gamma, self.alpha, self.beta, self.n_step,
-            )
-            result.update(task=task, policy=policy["loss"], hops=ops.cast(halt_hop, "float32"), logits=final)
-        elif self.memo.halting == "act":
-            weights, ponder, stop_hop = act_weights(out["halt_logits"], self.memo.act_epsilon)
+            policy_loss = policy.loss(out["halt_logits"], out["values"], halt_hop, reward)
+            result.update(task=task, policy=policy_loss["loss"], hops=ops.cast(halt_hop, "float32"), logits=final)
+        elif isinstance(policy, ACTHalting):
+            weights, ponder, stop_hop = policy.mixture_weights(out["halt_logits"])
             mixture = ops.sum(ops.expand_dims(weights, -1) * ops.softmax(logits, axis=-1), axis=1)
             final = ops.log(ops.maximum(mixture, 1e-12))
             ce = keras.losses.sparse_categorical_crossentropy(target, final, from_logits=True)
-            task = ops.mean(ce + self.ponder_cost * ponder)
+            task = ops.mean(ce + policy.ponder_cost * ponder)
             result.update(task=task, hops=ops.cast(stop_hop, "float32"), logits=final)
         else:
             task = ops.mean(per_hop_ce[:, -1])
@@ -465,25 +472,33 @@ class MEMOClassifier(keras.Model):
     @property
     def metrics(self):
         trackers = [self.loss_tracker, self.accuracy_tracker, self.hops_tracker]
-        return trackers + ([self.policy_tracker] if self.memo.halting == "reinforce" else [])
+        return trackers + ([self.policy_tracker] if self._reinforce() is not None else [])
 
     def get_config(self):
+        memo = self.memo.get_config()
         return {
             "num_answers": self.num_answers,
             "embedding_dim": self.embedding_dim,
             "vocab_size": self.vocab_size,
             "max_time": self.max_time,
             "sum_fact_items": self.sum_fact_items,
-            "gamma": self.gamma,
-            "alpha": self.alpha,
-            "beta": self.beta,
+            **{name: memo[name] for name in _MEMO_ARGUMENTS},
             "halting_learning_rate": self.halting_learning_rate,
-            "ponder_cost": self.ponder_cost,
-            "n_step": self.n_step,
             "answer_loss": self.answer_loss,
             "attention_supervision": self.attention_supervision,
             "supervised_hops": self.supervised_hops,
             "seed": self.seed,
             "name": self.name,
-            **self.memo_kwargs,
         }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        training = {name: config.pop(name) for name in _POLICY_TRAINING_1_1 if name in config}
+        return cls(**memo_layer.from_1_1(config, training))
+
+
+# The MEMO arguments a MEMOClassifier takes under their own names.
+_MEMO_ARGUMENTS = ("key_size", "num_heads", "max_hops", "answer_units", "attention_dropout", "answer_dropout",
+                   "halting", "logit_mixing", "share_hop_weights", "logit_scale", "coverage_penalty",
+                   "kernel_initializer")

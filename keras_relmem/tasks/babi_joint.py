@@ -108,11 +108,11 @@ def build(args, data, jit_compile=False):
         data.query_length, embedding_dim=args.embedding_dim, num_heads=args.num_heads,
         key_size=args.key_size, max_hops=args.max_hops,
         attention_dropout=args.attention_dropout, answer_dropout=args.answer_dropout,
-        linear_start=args.linear_start_rounds > 0, bag_init=args.bag_init, share_hop_weights=args.share_hop_weights,
+        kernel_initializer="bags" if args.bag_init else "glorot_uniform", share_hop_weights=args.share_hop_weights,
         logit_scale=args.logit_scale, coverage_penalty=args.coverage_penalty,
         sum_fact_items=args.sum_fact_items, time_encoding=args.time_encoding,
         attention_supervision=args.attention_supervision, supervised_hops=args.supervised_hops,
-        **memo_options.halting_settings(args),
+        answer_loss=args.answer_loss, halting=memo_options.halting_policy(args),
     )
     if args.embedding_stddev is not None:
         for salt, table in enumerate((model.embed, model.time_embed)):  # a seed per table: distinct rows
@@ -307,7 +307,6 @@ def train_model(config, run):
             print(f"halting network re-initialised, gamma {args.gamma}", flush=True)
 
     def train_round(model, index, seed):
-        check_linear_start(model, args.linear_start_rounds)
         apply_learning_rate(model, learning_rate_for_round(args, index))  # every round, so a resume too
         if index == args.first_tasks_rounds and index:
             print(f"round {index}: curriculum over, training on every task", flush=True)
@@ -487,19 +486,10 @@ def training_controls(args):
     return controls
 
 
-def check_linear_start(model, rounds):
-    """--linear-start-rounds needs a MEMO built with linear start (a saved model's is fixed)."""
-    if rounds and not model.memo.linear_start:
-        raise ValueError("linear_start_rounds: the saved MEMO in this workdir was built without linear "
-                         "start; use a new workdir.")
-
-
 def reset_halting_network(model):
     """Give the halting network fresh initial weights (MEMO itself keeps its training)."""
-    from keras_relmem.layers.halting import HaltingPolicy
-
     policy = model.memo.policy
-    fresh = HaltingPolicy.from_config(policy.get_config())
+    fresh = type(policy).from_config(policy.get_config())
     fresh.build()
     policy.set_weights(fresh.get_weights())
 

@@ -1,21 +1,22 @@
 """MEMO's halting settings, and batched inference with each example's hops.
 
-Shared by the MEMO trainers and the benches that measure them: what the
-REINFORCE settings (`answer_loss`, `gamma`, `beta`, `halting_inputs` of a
-config) set on a MEMOClassifier being built (`halting_settings`) or resumed
-(`apply_halting_arguments`), and `predict_with_hops` for evaluation (Banino et
-al. 2020, §2.3: the halting policy and its training).
+Shared by the MEMO trainers and the benches that measure them: the halting
+policy a config's REINFORCE settings (`gamma`, `beta`, `halting_inputs`)
+describe (`halting_policy`), what they and `answer_loss` set on a resumed
+MEMOClassifier (`apply_halting_arguments`), and `predict_with_hops` for
+evaluation (Banino et al. 2020, §2.3: the halting policy and its training).
 """
 
 import keras
 import numpy as np
 
 
-def halting_settings(args):
-    """The MEMOClassifier settings of a config's (or a bench's flags') halting fields, for building a MEMO or
-    resuming one."""
-    return {"answer_loss": args.answer_loss, "gamma": float(args.gamma), "beta": float(args.beta),
-            "halting_inputs": args.halting_inputs}
+def halting_policy(args, **settings):
+    """The `HaltingPolicy` of a config's (or a bench's flags') halting fields: `gamma`, `beta` and
+    `halting_inputs` (its `inputs`); `settings` are more of its arguments."""
+    from keras_relmem.layers.halting import HaltingPolicy
+
+    return HaltingPolicy(gamma=float(args.gamma), beta=float(args.beta), inputs=args.halting_inputs, **settings)
 
 def apply_halting_arguments(model, args):
     """Give a (resumed) MEMO the run's answer_loss, gamma and beta (and check halting_inputs).
@@ -25,15 +26,15 @@ def apply_halting_arguments(model, args):
     Both are read when the training step is traced, so call this before the
     first `fit` of a sitting. Models without a halting policy are left alone.
     """
-    memo = getattr(model, "memo", None)
-    if getattr(memo, "halting", None) == "reinforce":
-        settings = halting_settings(args)
-        inputs = settings.pop("halting_inputs")
-        if memo.halting_inputs != inputs:  # the policy's input size is fixed by its weights
-            raise ValueError(f"halting_inputs {inputs!r}: the saved MEMO in this workdir was built with "
-                             f"{memo.halting_inputs!r}; use a new workdir for another halting input.")
-        for name, value in settings.items():
-            setattr(model, name, value)
+    from keras_relmem.layers.halting import HaltingPolicy
+
+    policy = getattr(getattr(model, "memo", None), "policy", None)
+    if isinstance(policy, HaltingPolicy):
+        if policy.inputs != args.halting_inputs:  # the policy's input size is fixed by its weights
+            raise ValueError(f"halting_inputs {args.halting_inputs!r}: the saved MEMO in this workdir was built "
+                             f"with {policy.inputs!r}; use a new workdir for another halting input.")
+        model.answer_loss = args.answer_loss
+        policy.gamma, policy.beta = float(args.gamma), float(args.beta)
     return model
 
 
@@ -51,9 +52,9 @@ def build_classifier(config, num_answers, **settings):
 
     keras.utils.set_random_seed(config.seed)
     halting = VARIANTS[config.model]["halting"]
-    reinforce = halting_settings(config) if halting else {}
-    model = MEMOClassifier(num_answers, max_hops=config.hops if halting else 1, halting=halting, seed=config.seed,
-                           **settings, **reinforce)
+    reinforce = {"answer_loss": config.answer_loss, "halting": halting_policy(config)} if halting else {"halting": None}
+    model = MEMOClassifier(num_answers, max_hops=config.hops if halting else 1, seed=config.seed, **settings,
+                           **reinforce)
     model.compile(keras.optimizers.Adam(config.learning_rate))
     return model
 
@@ -84,8 +85,9 @@ def warm_start_memo(model, path):
     source = keras.saving.load_model(path)
     saved = {v.path: v for v in source.weights}
     copied = 0
+    policy = {id(v) for v in model.memo.policy.weights} if model.memo.policy is not None else set()
     for variable in model.weights:
-        if "halting_policy" in variable.path:
+        if id(variable) in policy:
             continue
         if variable.path not in saved or tuple(saved[variable.path].shape) != tuple(variable.shape):
             raise ValueError(f"warm_start {path}: no weight {variable.path} of shape {tuple(variable.shape)} "

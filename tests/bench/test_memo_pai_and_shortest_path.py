@@ -101,9 +101,9 @@ def test_memo_benches_default_to_the_policy_settings_that_did_not_collapse():
     for module, argv in ((memo_pai, ["--length", "4", "--num-items", "20"]),
                          (memo_shortest_path, ["--setting", "10/2/2"])):
         model = module.build(module.parse_args(argv))
-        assert (model.answer_loss, model.gamma) == ("all", 1.0)
+        assert (model.answer_loss, model.memo.policy.gamma) == ("all", 1.0)
         model = module.build(module.parse_args(argv + ["--answer-loss", "visited", "--gamma", "0.9"]))
-        assert (model.answer_loss, model.gamma) == ("visited", 0.9)
+        assert (model.answer_loss, model.memo.policy.gamma) == ("visited", 0.9)
 
 
 def test_a_resumed_memo_takes_the_runs_halting_flags(tmp_path):
@@ -115,17 +115,18 @@ def test_a_resumed_memo_takes_the_runs_halting_flags(tmp_path):
     import keras
 
     resumed = keras.saving.load_model(tmp_path / "m.keras")
-    assert (resumed.answer_loss, resumed.gamma, resumed.beta) == ("all", 1.0, 0.01)
+    policy = resumed.memo.policy
+    assert (resumed.answer_loss, policy.gamma, policy.beta) == ("all", 1.0, 0.01)
     flags = ["--answer-loss", "visited", "--gamma", "0.9", "--beta", "0"]
     memo_bench.apply_halting_arguments(resumed, memo_pai.parse_args(argv + flags))
-    assert (resumed.answer_loss, resumed.gamma, resumed.beta) == ("visited", 0.9, 0.0)
-    assert memo_pai.build(memo_pai.parse_args(argv + ["--beta", "0.5"])).beta == 0.5
+    assert (resumed.answer_loss, policy.gamma, policy.beta) == ("visited", 0.9, 0.0)
+    assert memo_pai.build(memo_pai.parse_args(argv + ["--beta", "0.5"])).memo.policy.beta == 0.5
     emn = memo_pai.build(memo_pai.parse_args(argv + ["--model", "emn"]))
-    memo_bench.apply_halting_arguments(emn, memo_pai.parse_args(argv + ["--gamma", "0.5"]))
-    assert emn.gamma != 0.5, "a model without a halting policy is left alone"
+    memo_bench.apply_halting_arguments(emn, memo_pai.parse_args(argv + ["--answer-loss", "visited"]))
+    assert emn.answer_loss != "visited", "a model without a halting policy is left alone"
     # --halting-inputs sizes the policy's weights: it builds a model, and a resumed one must match it.
     distance = memo_pai.build(memo_pai.parse_args(argv + ["--halting-inputs", "distance"]))
-    assert distance.memo.halting_inputs == "distance" and resumed.memo.halting_inputs == "distance+entropy"
+    assert distance.memo.policy.inputs == "distance" and policy.inputs == "distance+entropy"
     with pytest.raises(ValueError, match="use a new workdir"):
         memo_bench.apply_halting_arguments(resumed, memo_pai.parse_args(argv + ["--halting-inputs", "distance"]))
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from keras_relmem import MEMO, EntNetCell, EntNetEncoder, EntNetReadout, RelationalMemoryCell
-from keras_relmem.layers import HaltingPolicy, ReversibleEmbedding
+from keras_relmem.layers import ACTHalting, HaltingPolicy, ReversibleEmbedding
 from tests.harness import run_layer_test
 
 RNG = np.random.default_rng(0)
@@ -76,13 +76,19 @@ POLICY_WEIGHTS = 9  # GRU 3, MLP 2, halt 2, value 2
 
 @pytest.mark.parametrize(
     "halting,trainable,non_trainable",
-    [(None, MEMO_WEIGHTS, 0), ("reinforce", MEMO_WEIGHTS + POLICY_WEIGHTS, 0),
-     ("act", MEMO_WEIGHTS + POLICY_WEIGHTS - 2, 2)],  # ACT has no value head to train
+    # linear_phase is MEMO's non-trainable weight; ACT has no value head to train
+    [(None, MEMO_WEIGHTS, 1), ("reinforce", MEMO_WEIGHTS + POLICY_WEIGHTS, 1),
+     ("act", MEMO_WEIGHTS + POLICY_WEIGHTS - 2, 3)],
 )
 def test_memo(halting, trainable, non_trainable, tmp_path):
+    # The policy as its config, so that each MEMO the harness makes gets a policy of its own.
+    network = dict(max_hops=3, gru_units=8, mlp_units=5, bias_init=-1.0)
+    policy = {"reinforce": lambda: HaltingPolicy(**network, threshold=0.4, gamma=0.9),
+              "act": lambda: ACTHalting(**network, epsilon=0.02),
+              None: lambda: None}[halting]()
     init = dict(num_answers=4, key_size=3, num_heads=2, max_hops=3, answer_units=6,
-                attention_dropout=0.2, answer_dropout=0.3, halting=halting, halting_gru_units=8,
-                halting_mlp_units=5, bias_init=-1.0, halting_threshold=0.4, act_epsilon=0.02,
+                attention_dropout=0.2, answer_dropout=0.3,
+                halting=None if policy is None else keras.saving.serialize_keras_object(policy),
                 kernel_initializer="he_normal", seed=3)
     run_layer_test(
         MEMO, init, [FACTS, QUERY], expected_output_shape=[(3, 4), (3,)],
@@ -97,7 +103,7 @@ def test_halting_policy(tmp_path):
     distance = RNG.random(3).astype("float32")
     state = RNG.normal(size=(3, 8)).astype("float32")
     run_layer_test(
-        HaltingPolicy, dict(max_hops=4, gru_units=8, mlp_units=5, bias_init=2.0), [distance, state],
+        HaltingPolicy, dict(max_hops=4, gru_units=8, mlp_units=5, bias_init=2.0, inputs="distance"), [distance, state],
         expected_output_shape=[(3,), (3,), (3, 8)], expected_num_trainable_weights=POLICY_WEIGHTS,
         call=lambda layer, x: layer(x[0], hop=2, state=x[1]), tmp_path=tmp_path,
     )

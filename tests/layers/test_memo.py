@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from keras_relmem import MEMO
-from keras_relmem.layers.halting import act_weights, bhattacharyya_distance, reinforce_halting_loss
+from keras_relmem.layers.halting import HaltingPolicy, act_weights, bhattacharyya_distance, reinforce_halting_loss
 from keras_relmem.models.memo import MEMOClassifier
 from tests.helpers import assert_close, gradients, jit_compile_for_backend, randomize_weights, weights_by_name
 
@@ -83,9 +83,9 @@ def test_one_hop_all_heads_matches_numpy():
 
 
 def test_linear_start_reads_with_the_scores_until_the_softmax_is_put_back():
-    memo = make_memo(halting=None, linear_start=True)
+    memo = make_memo(halting=None)
     randomize_weights(memo, seed=1)
-    memo.linear_phase.assign(1.0)  # randomize_weights may have drawn it
+    assert float(keras.ops.convert_to_numpy(memo.linear_phase)) == 0.0  # the softmax until LinearStart says
     facts, query = inputs()
     w = weights_by_name(memo)
     for phase, linear in ((1.0, True), (0.0, False)):
@@ -97,14 +97,13 @@ def test_linear_start_reads_with_the_scores_until_the_softmax_is_put_back():
         assert_close(logits, answer, atol=1e-4)
     assert not np.allclose(np_hop(w, facts, query, MASK, linear=True)[2], np_hop(w, facts, query, MASK)[2], atol=1e-3)
     assert "linear_phase" not in [v.name for v in memo.trainable_weights]
-    assert MEMO.from_config(memo.get_config()).linear_start
 
 
 def test_bag_init_starts_keys_values_and_query_as_one_projection_of_the_summed_items():
     # End-to-end memory networks (Sukhbaatar et al. 2015, §2.1-2.2): with tied embeddings a fact's score
-    # is the dot product of the summed query words with the summed fact words. With bag_init the heads
+    # is the dot product of the summed query words with the summed fact words. With "bags" the heads
     # split P's columns, so the sum over heads of sqrt(d) * logit is exactly (sum_s q_s) . (sum_s c_is).
-    memo = make_memo(halting=None, bag_init=True, seed=3)
+    memo = make_memo(halting=None, kernel_initializer="bags", seed=3)
     w = weights_by_name(memo)
     bag = w["keys/kernel"][:DC]
     assert_close(bag @ bag.T, np.eye(DC), atol=1e-5)  # orthonormal rows: P P^T = I
@@ -117,10 +116,9 @@ def test_bag_init_starts_keys_values_and_query_as_one_projection_of_the_summed_i
     summed = np.log(keras.ops.convert_to_numpy(attention)).sum(1) * np.sqrt(D)
     expected = np.einsum("bd,bid->bi", query.sum(1), facts.sum(2))
     assert_close(summed - summed.mean(-1, keepdims=True), expected - expected.mean(-1, keepdims=True), atol=1e-3)
-    config = MEMO.from_config(memo.get_config())
-    assert config.bag_init
-    with pytest.raises(ValueError, match="bag_init=True needs"):
-        make_memo(halting=None, bag_init=True, key_size=1)  # H d = 2 < d_c = 4
+    assert MEMO.from_config(memo.get_config()).get_config()["kernel_initializer"] == "bags"
+    with pytest.raises(ValueError, match="kernel_initializer='bags' needs"):
+        make_memo(halting=None, kernel_initializer="bags", key_size=1)  # H d = 2 < d_c = 4
 
 
 def test_per_hop_weights_give_each_hop_its_own_w_q_and_w_h():
@@ -149,7 +147,7 @@ def test_per_hop_weights_give_each_hop_its_own_w_q_and_w_h():
     first = np_hop(shared_w, facts, query, MASK)[2]
     assert not np.allclose(np_hop(shared_w, facts, query, MASK, state=first)[3], expected[1][1], atol=1e-2)
     assert not MEMO.from_config(memo.get_config()).share_hop_weights
-    bagged = weights_by_name(make_memo(halting=None, share_hop_weights=False, bag_init=True, seed=3))
+    bagged = weights_by_name(make_memo(halting=None, share_hop_weights=False, kernel_initializer="bags", seed=3))
     for t in range(3):
         assert_close(bagged[f"W_q_hop{t + 1}/kernel"], np.eye(H * D), atol=1e-6)
         assert_close(bagged["W_h"][t], np.broadcast_to(np.eye(D), (H, D, D)), atol=0)
@@ -228,11 +226,11 @@ def test_bhattacharyya_distance_matches_numpy():
 
 def test_forced_halt_at_max_hops_and_bias_init_continues():
     facts, query = inputs()
-    never = make_memo(bias_init=-30.0, max_hops=4)
+    never = make_memo(halting=HaltingPolicy(bias_init=-30.0), max_hops=4)
     _, hops = never([facts, query])
     np.testing.assert_array_equal(hops, [4, 4])  # hard stop at N
     with pytest.warns(UserWarning, match="halts after hop 1"):
-        at_once = make_memo(bias_init=30.0, max_hops=4)
+        at_once = make_memo(halting=HaltingPolicy(bias_init=30.0), max_hops=4)
     logits, hops = at_once([facts, query])
     np.testing.assert_array_equal(hops, [1, 1])
     first_hop = at_once.unrolled([facts, query])["answer_logits"][:, 0]
@@ -311,7 +309,7 @@ def pai_batch():
 @pytest.mark.parametrize("halting_inputs", ["distance", "distance+entropy"])
 def test_no_gradient_crosses_between_halting_network_and_memo(halting_inputs):
     # The entropy input reads MEMO's answers: it must stay gradient-free like the distance.
-    model = classifier(seed=1, halting_inputs=halting_inputs)
+    model = classifier(seed=1, halting=HaltingPolicy(inputs=halting_inputs))
     x, y = pai_batch()
     model(x)
     policy_ids = {id(v) for v in model.policy_variables()}
@@ -358,7 +356,7 @@ def test_layer_get_config_and_errors():
 
 def test_jit_compiled_inference_and_mixed_precision():
     facts, query = inputs()
-    memo = make_memo(bias_init=-30.0)
+    memo = make_memo(halting=HaltingPolicy(bias_init=-30.0))
     expected, _ = memo([facts, query])
     f_in, q_in = keras.Input(facts.shape[1:]), keras.Input(query.shape[1:])
     model = keras.Model([f_in, q_in], memo([f_in, q_in]))
@@ -366,7 +364,7 @@ def test_jit_compiled_inference_and_mixed_precision():
     logits, hops = model.predict([facts, query], verbose=0)
     assert_close(logits, expected, atol=1e-4)
     np.testing.assert_array_equal(hops, [3, 3])
-    mixed = make_memo(bias_init=-30.0, dtype="mixed_float16")
+    mixed = make_memo(halting=HaltingPolicy(bias_init=-30.0), dtype="mixed_float16")
     mixed.set_weights(memo.get_weights())
     logits16, _ = mixed([facts, query])
     assert_close(logits16, expected, atol=0.05)
@@ -434,7 +432,7 @@ def test_training_path_gives_the_early_exit_loops_outputs(halting):
     facts, query = inputs(3)
     facts = np.concatenate([facts, facts[::-1] * 2.0])  # four rows, so that rows halt at different hops
     query = np.concatenate([query, -query])
-    memo = make_memo(halting=halting, max_hops=5, halting_threshold=0.5)
+    memo = make_memo(halting=halting, max_hops=5)
     randomize_weights(memo, seed=8, scale=0.5)  # rows halt after 3 and 4 hops (both modes)
     logits, hops = memo([facts, query], training=False)
     logits_t, hops_t = memo([facts, query], training=True)  # no dropout in make_memo: the same computation

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from keras_relmem import MEMO
-from keras_relmem.layers.halting import HaltingPolicy, act_weights, reinforce_halting_loss
+from keras_relmem.layers.halting import ACTHalting, HaltingPolicy, act_weights, reinforce_halting_loss
 from keras_relmem.models.memo import MEMOClassifier
 from tests.helpers import assert_close, randomize_weights, weights_by_name
 from tests.layers.test_memo import DC, SQ, A, B, D, H, I, S, inputs, make_memo, np_layer_norm, np_softmax
@@ -87,7 +87,7 @@ def np_gru_reset_after(x, h, kernel, recurrent, bias, units):
 def test_halting_policy_numbers_match_numpy():
     """§2.3: a GRU over [Bhattacharyya distance, one-hot hop], then an MLP to P(halt) and V."""
     units, mlp, hops = 5, 4, 6
-    policy = HaltingPolicy(max_hops=hops, gru_units=units, mlp_units=mlp)
+    policy = HaltingPolicy(max_hops=hops, gru_units=units, mlp_units=mlp, inputs="distance")
     policy.build()
     randomize_weights(policy, seed=7, scale=0.5)
     w = weights_by_name(policy)
@@ -177,7 +177,7 @@ def test_n_step_must_be_a_positive_int(bad):
         reinforce_halting_loss(np.zeros((1, 3), "float32"), np.zeros((1, 3), "float32"),
                                np.array([2]), np.array([1.0]), n_step=bad)
     with pytest.raises(ValueError, match="n_step"):
-        MEMOClassifier(2, n_step=bad)
+        HaltingPolicy(n_step=bad)
 
 
 def np_act(halt_logits, answer_logits, epsilon):
@@ -201,9 +201,9 @@ def test_act_inference_matches_numpy_and_act_weights():
     out = memo.unrolled([facts, query])
     halt = keras.ops.convert_to_numpy(out["halt_logits"])
     answers = keras.ops.convert_to_numpy(out["answer_logits"])
-    weights, _, stop = (keras.ops.convert_to_numpy(t) for t in act_weights(halt, memo.act_epsilon))
+    weights, _, stop = (keras.ops.convert_to_numpy(t) for t in act_weights(halt, memo.policy.epsilon))
     for b in range(B):
-        expected, n, expected_weights = np_act(halt[b], answers[b], memo.act_epsilon)
+        expected, n, expected_weights = np_act(halt[b], answers[b], memo.policy.epsilon)
         assert 1 < n < 5, "the test needs a run that stops before N and after hop 1"
         assert int(keras.ops.convert_to_numpy(hops)[b]) == n == int(stop[b])
         assert_close(logits[b], expected, atol=1e-5)
@@ -212,14 +212,13 @@ def test_act_inference_matches_numpy_and_act_weights():
 
 def test_bias_init_warns_when_halting_at_hop_one_is_near_certain():
     with pytest.warns(UserWarning, match="-2/-5/-10"):
-        MEMO(A, bias_init=2.0)  # the paper's smallest value, with its sign
+        HaltingPolicy(bias_init=2.0)  # the paper's smallest value, with its sign
     with pytest.warns(UserWarning, match="P\\(halt\\)"):
-        HaltingPolicy(max_hops=3, bias_init=10.0)
+        ACTHalting(max_hops=3, bias_init=10.0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        MEMO(A, bias_init=-3.0)
-        MEMO(A, bias_init=1.0)  # P(halt) 0.73: not near certain
-        MEMO(A, halting=None, bias_init=5.0)  # no policy, nothing to warn about
+        MEMO(A, halting=HaltingPolicy(bias_init=-3.0))
+        MEMO(A, halting=HaltingPolicy(bias_init=1.0))  # P(halt) 0.73: not near certain
 
 
 def np_cross_entropy(logits, label):
@@ -318,8 +317,7 @@ def test_halting_policy_reads_the_distance_and_the_answer_entropy():
     hops' attention distances and answer logits.
     """
     units, hops = 8, 4
-    memo = make_memo(max_hops=hops, halting_inputs="distance+entropy", halting_gru_units=units,
-                     halting_mlp_units=5)
+    memo = make_memo(max_hops=hops, halting=HaltingPolicy(inputs="distance+entropy", gru_units=units, mlp_units=5))
     randomize_weights(memo, seed=21, scale=0.5)
     w = weights_by_name(memo.policy)
     assert w["gru/kernel"].shape[0] == 2 + hops
@@ -350,24 +348,24 @@ def test_halting_policy_reads_the_distance_and_the_answer_entropy():
 
 
 def test_halting_inputs_are_checked_and_round_trip(tmp_path):
-    memo = make_memo(halting_inputs="distance")
-    assert MEMO.from_config(memo.get_config()).halting_inputs == "distance"
+    memo = make_memo(halting=HaltingPolicy(inputs="distance"))
+    assert MEMO.from_config(memo.get_config()).policy.inputs == "distance"
     assert memo.policy.num_inputs == 1  # the paper's distance alone
     assert make_memo().policy.num_inputs == 2  # the default adds the answer's entropy (chosen by measurement)
-    with pytest.raises(ValueError, match="halting_inputs"):
-        MEMO(A, halting_inputs="entropy")
-    policy = HaltingPolicy(max_hops=3, gru_units=4, mlp_units=2, num_inputs=2)
+    with pytest.raises(ValueError, match="inputs"):
+        HaltingPolicy(inputs="entropy")
+    policy = HaltingPolicy(max_hops=3, gru_units=4, mlp_units=2, inputs="distance+entropy")
     policy.build()
     with pytest.raises(ValueError, match="2 feature"):
         policy(np.zeros((2,), "float32"), hop=0, state=policy.initial_state(2))
     model = MEMOClassifier(2, embedding_dim=8, key_size=4, num_heads=2, max_hops=3,
-                           halting_inputs="distance+entropy")
+                           halting=HaltingPolicy(inputs="distance+entropy"))
     facts = np.random.default_rng(0).normal(size=(4, 3, 2, 5)).astype("float32")
     query = np.random.default_rng(1).normal(size=(4, 2, 5)).astype("float32")
     model.compile(keras.optimizers.Adam(1e-3))
     model.fit({"facts": facts, "query": query}, np.array([0, 1, 0, 1]), verbose=0)
     model.save(tmp_path / "m.keras")
     loaded = keras.saving.load_model(tmp_path / "m.keras")
-    assert loaded.memo.halting_inputs == "distance+entropy"
+    assert loaded.memo.policy.inputs == "distance+entropy"
     x = {"facts": facts, "query": query}
     assert_close(loaded(x), model(x), atol=1e-5)

@@ -7,7 +7,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_relmem import MEMO
+from keras_relmem import MEMO, HaltingPolicy
 
 B, I, S, D, Q = 6, 5, 3, 8, 3  # batch, facts, items per fact, item size, query items
 ANSWERS = 4
@@ -74,12 +74,15 @@ def test_memo_passes_keras_hubs_layer_test_harness():
     harness = test_case.TestCase(methodName="run_layer_test")
     harness.run_layer_test(
         cls=KeywordMEMO,
-        init_kwargs={"num_answers": ANSWERS, "key_size": 4, "num_heads": 2, "max_hops": 3, "halting": "reinforce",
-                     "seed": 1},
+        # the nested policy as its config: each layer the harness makes gets a policy of its own
+        init_kwargs={"num_answers": ANSWERS, "key_size": 4, "num_heads": 2, "max_hops": 3, "seed": 1,
+                     "halting": keras.saving.serialize_keras_object(HaltingPolicy(max_hops=3, gru_units=256))},
         input_data={"facts": facts, "query": query},
         expected_output_shape=((B, ANSWERS), (B,)),
         expected_num_trainable_weights=len(_weights("reinforce")),
-        expected_num_non_trainable_variables=2,  # the dropout and halting-sample seed generators' states
+        expected_num_non_trainable_weights=1,  # linear_phase
+        # linear_phase and the dropout and halting-sample seed generators' states
+        expected_num_non_trainable_variables=3,
         run_precision_checks=False,  # the mixed-precision policies are tests/harness.py's, on every backend
     )
 

@@ -1,5 +1,6 @@
 """tuning/search.py: tiny searches, resuming, and KerasTuner's distributed mode."""
 
+import inspect
 import json
 import os
 import pathlib
@@ -13,6 +14,7 @@ import pytest
 from keras_relmem import recipes, tuning
 from keras_relmem.commands import search
 from keras_relmem.configs import BabiConfig
+from keras_relmem.layers import HaltingPolicy
 from keras_relmem.models import babi_qa
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -61,15 +63,22 @@ def test_search_spaces_start_at_the_papers_settings(model, expected):
     """Each space holds the model's published set-up, and starts there.
 
     The defaults a search starts from (and keeps for a hyper-parameter it does
-    not tune) are the models' own defaults (`babi_qa.DEFAULTS`: EntNet 20
-    blocks of d = 100, Henaff et al. §4.2; MEMO's appendix D) and the task
-    recipe's learning rate (EntNet 0.01, Henaff et al. §4.2).
+    not tune) are the models' own defaults (their builders' signatures: EntNet
+    20 blocks of d = 100, Henaff et al. §4.2; MEMO's appendix D, the halting
+    policy's in its own signature) and the task recipe's learning rate
+    (EntNet 0.01, Henaff et al. §4.2).
     """
     hp = kt.HyperParameters()
     kwargs, learning_rate = tuning.babi_search_space(hp, model)
     space = {p.name: p for p in hp.space}
     assert set(space) == expected
     defaults = babi_qa.model_defaults(model)
+    if "halting" in kwargs:  # the policy searched through its own arguments, from its own defaults
+        policy = kwargs.pop("halting").get_config()
+        for name, parameter in inspect.signature(HaltingPolicy).parameters.items():
+            if name in space and name != "max_hops":  # MEMO's, which MEMO gives its policy
+                assert policy[name] == parameter.default, name
+                assert parameter.default in space[name].values, name
     for name, value in kwargs.items():
         assert value == defaults[name], name
         assert defaults[name] in space[name].values, name
