@@ -18,7 +18,7 @@ results = kr.train(config, workdir="runs/memo_seed3")
 ```
 """
 
-__version__ = "1.1.0"
+__version__ = "2.0.0"
 
 import contextlib  # noqa: E402
 import sys  # noqa: E402
