@@ -61,23 +61,9 @@ def bhattacharyya_distance(p, q, epsilon=1e-10):
 
 
 class HaltingNetwork(keras.layers.Layer):
-    """The network both halting policies share: a GRU over [features, one-hot hop] and an MLP.
-
-    Each hop it reads the Bhattacharyya distance between this hop's and the previous hop's attention (and with
-    `inputs="distance+entropy"` the entropy of the hop's answer) and the one-hot hop index, updates a GRU state
-    and outputs a halting logit (`P(halt) = sigmoid(logit)`) and a value estimate. `HaltingPolicy` (REINFORCE)
-    and `ACTHalting` add how it halts and how it is trained.
-
-    Args:
-        max_hops: int, N (the one-hot size); None until the policy is given to a `MEMO`, which sets its own.
-        gru_units: int (default 256, as in the paper).
-        mlp_units: int (default 64, as in the paper).
-        bias_init: float, initial bias of the halting logit (default -3.0: P(halt) starts near 0.05). Here
-            `P(halt) = sigmoid(logit)`; the paper's +2/+5/+10 (appendix D) are our -2/-5/-10. A value that makes
-            halting at hop 1 near certain (P(halt) > 0.85) warns.
-        inputs: `"distance+entropy"` (default) or `"distance"` (the paper's input alone, §2.3).
-        **kwargs: standard layer arguments.
-    """
+    """The network both halting policies share: a GRU over [features, one-hot hop] and an MLP, giving a halting
+    logit (`P(halt) = sigmoid(logit)`) and a value estimate each hop. `HaltingPolicy` (REINFORCE) and
+    `ACTHalting` add how it halts and how it is trained; their docstrings give the arguments."""
 
     def __init__(self, max_hops=None, gru_units=256, mlp_units=64, bias_init=-3.0, inputs="distance+entropy",
                  **kwargs):
