@@ -422,6 +422,8 @@ def train(config=None, workdir=None, **options):
     if run.resume and run.overwrite:
         raise RunRefused("resume continues the run in the workdir and overwrite starts over: give one of them")
     if not task.exports:
+        if run.export_dir:  # e.g. --export-dir on a recipe in rounds, whose task exports nothing
+            raise RunRefused(f"export_dir {run.export_dir}: {type(config).__name__} exports nothing; leave it out")
         run = dataclasses.replace(run, export=False)
     check_backend()
     check_writable(run.workdir, "workdir")

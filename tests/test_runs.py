@@ -211,6 +211,14 @@ def test_a_missing_warm_start_file_is_refused_before_training(tmp_path, capsys):
     assert not (tmp_path / "w" / "config.json").exists()
 
 
+def test_an_export_folder_for_a_run_that_exports_nothing_is_refused(tmp_path, capsys):
+    # relmem-train-lm offers --export-dir for its epoch recipes; a recipe in rounds exports nothing
+    line = _error_line(capsys, lambda: commands.lm(["--recipe", "lm_ptb_rmc_budget", "--workdir", str(tmp_path / "w"),
+                                                    "--export-dir", str(tmp_path / "e")]))
+    assert f"export_dir {tmp_path / 'e'}: LMRoundsConfig exports nothing" in line
+    assert not (tmp_path / "w").exists()
+
+
 # --- 8: every command ends alike -------------------------------------------------------------------------------
 
 
