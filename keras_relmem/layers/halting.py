@@ -28,10 +28,15 @@ HALTING_INPUTS = ("distance", "distance+entropy")
 # threshold, always). The paper's +2/+5/+10 (appendix D) are past it: its sign
 # convention is the opposite of ours.
 _HALT_AT_ONCE_PROBABILITY = 0.85
-# MEMO's arguments of 1.1 that configured its halting policy, and their place now.
-_POLICY_ARGUMENTS_1_1 = {"halting_gru_units": "gru_units", "halting_mlp_units": "mlp_units",
-                         "bias_init": "bias_init", "halting_inputs": "inputs",
-                         "halting_threshold": "threshold", "act_epsilon": "epsilon"}
+# 1.1's arguments that the halting policy now holds (MEMO's for its network and threshold, MEMOClassifier's for
+# its loss): each one's name now and the policy that takes it (None: both).
+ARGUMENTS_1_1 = {
+    "halting_gru_units": ("gru_units", None), "halting_mlp_units": ("mlp_units", None),
+    "bias_init": ("bias_init", None), "halting_inputs": ("inputs", None),
+    "halting_threshold": ("threshold", "HaltingPolicy"), "gamma": ("gamma", "HaltingPolicy"),
+    "alpha": ("alpha", "HaltingPolicy"), "beta": ("beta", "HaltingPolicy"), "n_step": ("n_step", "HaltingPolicy"),
+    "act_epsilon": ("epsilon", "ACTHalting"), "ponder_cost": ("ponder_cost", "ACTHalting"),
+}
 
 
 def _warn_if_halting_at_once(bias_init):
@@ -346,26 +351,20 @@ def get(halting):
                      f"received halting={halting!r}.")
 
 
-def policy_from_1_1(config, training=None):
-    """MEMO's 1.1 config with `halting` a string and its policy's arguments beside it: the same config with
-    `halting` the policy's serialized config (a `.keras` file or checkpoint written by 1.1 loads as it was).
-    `training` are the 1.1 MEMOClassifier's REINFORCE or ACT settings that the policy now holds."""
+def policy_from_1_1(config):
+    """A MEMO or MEMOClassifier config as 1.1 wrote it, `halting` a string with its policy's arguments beside it
+    (`ARGUMENTS_1_1`): the same config with `halting` the policy's serialized config (a `.keras` file or
+    checkpoint written by 1.1 loads as it was). A 2.0 config is returned as it is."""
     config = dict(config)
-    settings = {new: config.pop(old) for old, new in _POLICY_ARGUMENTS_1_1.items() if old in config}
-    settings.update(training or {})
+    moved = {old: config.pop(old) for old in ARGUMENTS_1_1 if old in config}
     mode = config.setdefault("halting", "reinforce")  # 1.1's MEMOClassifier left MEMO's default out
-    if settings.get("inputs") is None:
-        settings["inputs"] = "distance+entropy"  # 1.1 MEMO's default
-    if mode == "reinforce":
-        settings.pop("epsilon", None), settings.pop("ponder_cost", None)
-        policy = HaltingPolicy(**settings)
-    elif mode == "act":
-        for name in ("threshold", "gamma", "alpha", "beta", "n_step"):
-            settings.pop(name, None)
-        policy = ACTHalting(**settings)
-    else:
+    policy = {"reinforce": HaltingPolicy, "act": ACTHalting}.get(mode) if isinstance(mode, str) else None
+    if policy is None:
         return config
-    config["halting"] = keras.saving.serialize_keras_object(policy)
+    settings = {"inputs": "distance+entropy"}  # 1.1 MEMO's default
+    settings.update({ARGUMENTS_1_1[old][0]: value for old, value in moved.items()
+                     if ARGUMENTS_1_1[old][1] in (None, policy.__name__)})
+    config["halting"] = keras.saving.serialize_keras_object(policy(**settings))
     return config
 
 

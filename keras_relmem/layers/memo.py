@@ -132,7 +132,7 @@ class MEMO(keras.layers.Layer):
         seed=None,
         **kwargs,
     ):
-        _refuse_1_1_arguments(kwargs)
+        refuse_1_1_arguments(kwargs)
         super().__init__(**kwargs)
         for name, value in (
             ("num_answers", num_answers), ("key_size", key_size), ("num_heads", num_heads),
@@ -490,30 +490,26 @@ class MEMO(keras.layers.Layer):
         super().load_own_variables(store)
 
 
-# MEMO's arguments of 1.1 that are gone, and what to write now.
+# The arguments of 1.1's MEMO and MEMOClassifier that are gone, and what to write now.
 _ARGUMENTS_1_1 = {
-    "halting_gru_units": "halting=HaltingPolicy(gru_units=...)",
-    "halting_mlp_units": "halting=HaltingPolicy(mlp_units=...)",
-    "bias_init": "halting=HaltingPolicy(bias_init=...)",
-    "halting_inputs": "halting=HaltingPolicy(inputs=...)",
-    "halting_threshold": "halting=HaltingPolicy(threshold=...)",
-    "act_epsilon": "halting=ACTHalting(epsilon=...)",
+    **{old: f"halting={policy or 'HaltingPolicy'}({new}=...)"
+       for old, (new, policy) in halting_policies.ARGUMENTS_1_1.items()},
     "bag_init": "kernel_initializer='bags'",
     "linear_start": "nothing: every MEMO can start linear; keras_relmem.callbacks.LinearStart sets its linear_phase",
 }
 
 
-def _refuse_1_1_arguments(kwargs, owner="MEMO"):
+def refuse_1_1_arguments(kwargs, owner="MEMO"):
+    """A `TypeError` naming what to write now, for an argument of 1.1 among `kwargs`."""
     for name in _ARGUMENTS_1_1:
         if name in kwargs:
             raise TypeError(f"{owner}({name}=...) is gone in keras-relmem 2.0; write {_ARGUMENTS_1_1[name]}.")
 
 
-def from_1_1(config, training=None):
-    """A MEMO config as 1.1 wrote it (its halting policy's arguments beside its own, `bag_init`, `linear_start`)
-    in 2.0's form; a 2.0 config is returned as it is. `training`: the 1.1 MEMOClassifier's REINFORCE or ACT
-    settings, which the policy now holds."""
-    config = halting_policies.policy_from_1_1(config, training)
+def from_1_1(config):
+    """A MEMO or MEMOClassifier config as 1.1 wrote it (the halting policy's arguments beside MEMO's, `bag_init`,
+    `linear_start`) in 2.0's form; a 2.0 config is returned as it is."""
+    config = halting_policies.policy_from_1_1(config)
     if config.pop("bag_init", False):
         config["kernel_initializer"] = "bags"
     config.pop("linear_start", None)

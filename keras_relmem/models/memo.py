@@ -19,9 +19,6 @@ from keras_relmem.layers.halting import ACTHalting, HaltingPolicy
 from keras_relmem.layers.memo import MEMO
 from keras_relmem.optimizers import SplitOptimizer
 
-# The halting policy's REINFORCE and ACT settings of 1.1's MEMOClassifier, which the policies now hold.
-_POLICY_TRAINING_1_1 = {"gamma": "HaltingPolicy", "alpha": "HaltingPolicy", "beta": "HaltingPolicy",
-                        "n_step": "HaltingPolicy", "ponder_cost": "ACTHalting"}
 ANSWER_LOSSES = ("visited", "all", "last", "halted", "halted+last")
 
 
@@ -147,11 +144,7 @@ class MEMOClassifier(keras.Model):
         seed=None,
         **kwargs,
     ):
-        for name, policy in _POLICY_TRAINING_1_1.items():
-            if name in kwargs:
-                raise TypeError(f"MEMOClassifier({name}=...) is gone in keras-relmem 2.0; the halting policy holds "
-                                f"it: write halting={policy}({name}=...).")
-        memo_layer._refuse_1_1_arguments(kwargs, owner="MEMOClassifier")
+        memo_layer.refuse_1_1_arguments(kwargs, owner="MEMOClassifier")
         kwargs.setdefault("name", "memo_classifier")
         super().__init__(**kwargs)
         self._step_outputs = "logits"  # see returning()
@@ -338,8 +331,9 @@ class MEMOClassifier(keras.Model):
         out = {k: v for k, v in unrolled.items() if k in ("answer_logits", "halt_logits", "values")}
         if self.attention_supervision and "support" in inputs:
             out.update(attention=unrolled["attention"], support=inputs["support"])
-        if self._reinforce() is not None:
-            out["halt_hop"] = self._reinforce().sample(ops.stop_gradient(out["halt_logits"]), seed=self.sample_seed)
+        policy = self._reinforce()
+        if policy is not None:
+            out["halt_hop"] = policy.sample(ops.stop_gradient(out["halt_logits"]), seed=self.sample_seed)
         return out
 
     def losses_from_outputs(self, out, target):
@@ -493,9 +487,7 @@ class MEMOClassifier(keras.Model):
 
     @classmethod
     def from_config(cls, config):
-        config = dict(config)
-        training = {name: config.pop(name) for name in _POLICY_TRAINING_1_1 if name in config}
-        return cls(**memo_layer.from_1_1(config, training))
+        return cls(**memo_layer.from_1_1(config))
 
 
 # The MEMO arguments a MEMOClassifier takes under their own names.
